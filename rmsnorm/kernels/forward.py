@@ -1,0 +1,172 @@
+"""RMSNorm forward and fused residual-add forward (device code only).
+
+Two paths, chosen by rmsnorm.configs:
+- `fwd_tile_kernel`: a row fits one tile of BLOCK_N columns; each program owns ROWS rows at a
+  time and loops over row blocks (persistent grid). Each input byte is read once.
+- `fwd_loop_kernel`: rows longer than one tile; one row at a time per program, a first pass
+  over the row for the sum of squares and a second pass (served mostly from L2) to normalize.
+
+Row addressing: row r lives at `(r // H) * s_outer + (r % H) * s_inner` when TWO_LEVEL (a 3-D
+view such as q/k heads sliced from a fused QKV tensor), else at `r * s_outer`. The last
+dimension is contiguous. All offsets are 64-bit.
+
+Numerics (DESIGN.md, "Semantics"): every element is converted to ACC (fp32, or fp64 for
+float64 tensors) right after its load; the residual sum is rounded to the residual dtype before
+it is written and normalized; "llama" rounds x*r to the norm input's dtype before the weight,
+"gemma" rounds once at the end; `offset` is added to the weight in ACC.
+"""
+
+import triton
+import triton.language as tl
+
+from rmsnorm.kernels.rounding import round_to
+
+
+@triton.jit
+def _row_start(rows, H, s_outer, s_inner, TWO_LEVEL: tl.constexpr):
+    if TWO_LEVEL:
+        return (rows // H) * s_outer + (rows % H) * s_inner
+    else:
+        return rows * s_outer
+
+
+@triton.jit
+def _inv_rms(sum_sq, N, eps, ACC: tl.constexpr):
+    mean_sq = sum_sq / N + eps
+    if ACC == tl.float64:
+        # tl.rsqrt is an fp32-accurate approximation; float64 must stay exact.
+        return 1.0 / tl.sqrt(mean_sq)
+    else:
+        return tl.rsqrt(mean_sq)
+
+
+@triton.jit
+def _load_weight(W, cols, mask, offset, ACC: tl.constexpr):
+    return tl.load(W + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC) + offset
+
+
+@triton.jit
+def _scale(v, rstd, w, NORM_DTYPE: tl.constexpr, HAS_W: tl.constexpr, LLAMA: tl.constexpr,
+           SOFT_BF16: tl.constexpr):
+    """y (in ACC, not yet rounded) from normalized input v, 1/rms and weight (+ offset)."""
+    if HAS_W:
+        if LLAMA:
+            return round_to(v * rstd, NORM_DTYPE, SOFT_BF16).to(v.dtype) * w
+        else:
+            return v * rstd * w
+    else:
+        return v * rstd
+
+
+@triton.jit
+def fwd_tile_kernel(
+    X, R, W, Y, RO, RSTD,
+    M, N, H,
+    sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sro_o, sro_i,
+    eps, offset,
+    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
+    W_RESIDENT: tl.constexpr,
+    HAS_RES: tl.constexpr, HAS_W: tl.constexpr, HAS_RSTD: tl.constexpr,
+    TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
+    SOFT_BF16: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if HAS_W and W_RESIDENT:
+        w = _load_weight(W, cols, col_mask, offset, ACC)[None, :]
+    else:
+        w = offset
+    n_blocks = tl.cdiv(M, ROWS)
+    for blk in tl.range(pid, n_blocks, nprog, num_stages=NUM_STAGES):
+        rows = tl.cast(blk, tl.int64) * ROWS + tl.arange(0, ROWS)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        x_at = _row_start(rows, H, sx_o, sx_i, TWO_LEVEL)[:, None] + cols[None, :]
+        v = tl.load(X + x_at, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
+        if HAS_RES:
+            r_at = _row_start(rows, H, sr_o, sr_i, TWO_LEVEL)[:, None] + cols[None, :]
+            res = tl.load(R + r_at, mask=mask, other=0.0, eviction_policy="evict_first")
+            s = round_to(v + res.to(ACC), RO.dtype.element_ty, SOFT_BF16)
+            ro_at = _row_start(rows, H, sro_o, sro_i, TWO_LEVEL)[:, None] + cols[None, :]
+            tl.store(RO + ro_at, s, mask=mask)
+            v = s.to(ACC)
+            norm_dtype: tl.constexpr = RO.dtype.element_ty
+        else:
+            norm_dtype: tl.constexpr = X.dtype.element_ty
+        rstd = _inv_rms(tl.sum(v * v, axis=1), N, eps, ACC)
+        if HAS_W and not W_RESIDENT:
+            # Long rows: the weight would take as many registers as the row; L1 serves it.
+            w_row = _load_weight(W, cols, col_mask, offset, ACC)[None, :]
+        else:
+            w_row = w
+        if HAS_RSTD:
+            tl.store(RSTD + rows, rstd, mask=row_mask)
+        y = _scale(v, rstd[:, None], w_row, norm_dtype, HAS_W, LLAMA, SOFT_BF16)
+        y_at = _row_start(rows, H, sy_o, sy_i, TWO_LEVEL)[:, None] + cols[None, :]
+        tl.store(Y + y_at, round_to(y, Y.dtype.element_ty, SOFT_BF16), mask=mask)
+
+
+@triton.jit
+def fwd_loop_kernel(
+    X, R, W, Y, RO, RSTD,
+    M, N, H,
+    sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sro_o, sro_i,
+    eps, offset,
+    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
+    W_RESIDENT: tl.constexpr,
+    HAS_RES: tl.constexpr, HAS_W: tl.constexpr, HAS_RSTD: tl.constexpr,
+    TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
+    SOFT_BF16: tl.constexpr,
+):
+    # ROWS and W_RESIDENT are part of the shared signature; this path owns one row at a time
+    # and streams the weight with the row.
+    tl.static_assert(ROWS == 1)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    for r in tl.range(pid, M, nprog):
+        row = tl.cast(r, tl.int64)
+        x_row = X + _row_start(row, H, sx_o, sx_i, TWO_LEVEL)
+        y_row = Y + _row_start(row, H, sy_o, sy_i, TWO_LEVEL)
+        if HAS_RES:
+            r_row = R + _row_start(row, H, sr_o, sr_i, TWO_LEVEL)
+            ro_row = RO + _row_start(row, H, sro_o, sro_i, TWO_LEVEL)
+            norm_dtype: tl.constexpr = RO.dtype.element_ty
+        else:
+            norm_dtype: tl.constexpr = X.dtype.element_ty
+
+        # Pass 1: sum of squares (and the residual sum, written once).
+        acc = tl.zeros([BLOCK_N], ACC)
+        for start in tl.range(0, N, BLOCK_N, num_stages=NUM_STAGES):
+            c = start + cols
+            m = c < N
+            v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
+            if HAS_RES:
+                res = tl.load(r_row + c, mask=m, other=0.0, eviction_policy="evict_first")
+                s = round_to(v + res.to(ACC), RO.dtype.element_ty, SOFT_BF16)
+                tl.store(ro_row + c, s, mask=m, eviction_policy="evict_last")
+                v = s.to(ACC)
+            acc += v * v
+        rstd = _inv_rms(tl.sum(acc, axis=0), N, eps, ACC)
+        if HAS_RSTD:
+            tl.store(RSTD + row, rstd)
+
+        # Pass 2: re-read the row and normalize, last tile first: the tiles pass 1 read last
+        # are the likeliest to still be in L1/L2.
+        last = tl.cdiv(N, BLOCK_N) - 1
+        for i in tl.range(0, last + 1, num_stages=NUM_STAGES):
+            c = (last - i) * BLOCK_N + cols
+            m = c < N
+            if HAS_RES:
+                v = tl.load(ro_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
+            else:
+                v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
+            if HAS_W:
+                w = _load_weight(W, c, m, offset, ACC)
+            else:
+                w = offset
+            y = _scale(v, rstd, w, norm_dtype, HAS_W, LLAMA, SOFT_BF16)
+            tl.store(y_row + c, round_to(y, Y.dtype.element_ty, SOFT_BF16), mask=m)
+
