@@ -1,0 +1,8 @@
+"""rmsnorm: an exact, fast RMSNorm written in Triton, usable from PyTorch and C/C++."""
+
+from rmsnorm import reference
+from rmsnorm.modules import GemmaRMSNorm, RMSNorm
+from rmsnorm.ops import fused_add_rms_norm, rms_norm
+
+__all__ = ["rms_norm", "fused_add_rms_norm", "RMSNorm", "GemmaRMSNorm", "reference"]
+__version__ = "0.1.0"
