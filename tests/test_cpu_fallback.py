@@ -1,0 +1,34 @@
+"""CPU tensors without Triton's interpreter run DESIGN.md's contract in PyTorch ops."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = textwrap.dedent("""
+    import torch, rmsnorm
+    from rmsnorm import ops, reference
+    assert not ops.INTERPRETED
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(33, 300, generator=g).bfloat16()
+    r = torch.randn(33, 300, generator=g).bfloat16()
+    w = (torch.randn(300, generator=g) + 1).bfloat16()
+    for mode in ("llama", "gemma"):
+        y = rmsnorm.rms_norm(x, w, offset=0.5, casting_mode=mode)
+        assert torch.equal(y, reference.contract_rms_norm(x, w, offset=0.5,
+                                                          casting_mode=mode)[0])
+    y, s = rmsnorm.fused_add_rms_norm(x, r, w, inplace=True)
+    assert s is r
+    assert torch.equal(y, reference.hf_llama_rms_norm(s, w))
+    print("ok")
+""")
+
+
+def test_cpu_tensors_use_the_pytorch_recipe_without_the_interpreter():
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -1,0 +1,149 @@
+"""Bad input gets a clear exception naming the argument, before anything is launched."""
+
+import pytest
+import torch
+
+import rmsnorm
+
+
+@pytest.fixture
+def x():
+    return torch.randn(4, 8)
+
+
+def test_weight_of_wrong_shape(x):
+    with pytest.raises(ValueError, match=r"weight has shape \(7,\), expected \(8,\)"):
+        rmsnorm.rms_norm(x, torch.ones(7))
+    with pytest.raises(ValueError, match="weight has shape"):
+        rmsnorm.rms_norm(x, torch.ones(1, 8))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float8_e4m3fn, torch.complex64])
+def test_unsupported_dtypes_name_the_argument(x, dtype):
+    with pytest.raises(TypeError, match=r"x has dtype"):
+        rmsnorm.rms_norm(x.to(dtype))
+    with pytest.raises(TypeError, match=r"weight has dtype"):
+        rmsnorm.rms_norm(x, torch.ones(8).to(dtype))
+    with pytest.raises(TypeError, match=r"residual has dtype"):
+        rmsnorm.fused_add_rms_norm(x, x.to(dtype))
+
+
+def test_float64_cannot_be_mixed_with_other_dtypes(x):
+    with pytest.raises(TypeError, match=r"x float64 but weight \(torch.float32\)"):
+        rmsnorm.rms_norm(x.double(), torch.ones(8))
+    with pytest.raises(TypeError, match="float64"):
+        rmsnorm.fused_add_rms_norm(x, x.double())
+
+
+def test_not_a_tensor():
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        rmsnorm.rms_norm([1.0, 2.0])
+
+
+def test_zero_width_rows(x):
+    with pytest.raises(ValueError, match=r"N must be >= 1"):
+        rmsnorm.rms_norm(torch.empty(4, 0))
+
+
+def test_scalar_input():
+    with pytest.raises(ValueError, match="at least one dimension"):
+        rmsnorm.rms_norm(torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("eps", [-1e-6, float("nan"), float("inf"), "1e-6", None, True])
+def test_eps_must_be_finite_and_non_negative(x, eps):
+    with pytest.raises(ValueError, match="eps must be a finite number >= 0"):
+        rmsnorm.rms_norm(x, eps=eps)
+
+
+@pytest.mark.parametrize("offset", [float("nan"), float("inf"), "1"])
+def test_offset_must_be_finite(x, offset):
+    with pytest.raises(ValueError, match="offset must be a finite number"):
+        rmsnorm.rms_norm(x, torch.ones(8), offset=offset)
+
+
+def test_offset_without_weight(x):
+    with pytest.raises(ValueError, match="offset=1.0 is added to the weight, but weight is "
+                                         "None"):
+        rmsnorm.rms_norm(x, None, offset=1.0)
+
+
+def test_unknown_casting_mode(x):
+    with pytest.raises(ValueError, match="casting_mode must be one of"):
+        rmsnorm.rms_norm(x, casting_mode="hf")
+
+
+def test_residual_of_wrong_shape(x):
+    with pytest.raises(ValueError, match=r"residual has shape \(4, 9\)"):
+        rmsnorm.fused_add_rms_norm(x, torch.randn(4, 9))
+
+
+def test_out_of_wrong_shape_or_dtype(x):
+    with pytest.raises(ValueError, match=r"out has shape \(4, 9\)"):
+        rmsnorm.rms_norm(x, out=torch.empty(4, 9))
+    with pytest.raises(TypeError, match="out has dtype torch.bfloat16, expected torch.float32"):
+        rmsnorm.rms_norm(x, out=torch.empty(4, 8, dtype=torch.bfloat16))
+    # llama promotes bf16 x with an fp32 weight to fp32: a bf16 out is wrong.
+    with pytest.raises(TypeError, match="out has dtype torch.bfloat16, expected torch.float32"):
+        rmsnorm.rms_norm(x.bfloat16(), torch.ones(8), out=torch.empty(4, 8).bfloat16())
+
+
+def test_out_that_cannot_be_written_element_by_element(x):
+    with pytest.raises(ValueError, match="out has a broadcast"):
+        rmsnorm.rms_norm(x, out=torch.empty(1, 8).expand(4, 8))
+    with pytest.raises(ValueError, match="out must have a contiguous last dimension"):
+        rmsnorm.rms_norm(x, out=torch.empty(4, 16)[:, ::2])
+
+
+def test_out_partially_overlapping_an_input(x):
+    buf = torch.randn(5, 8)
+    with pytest.raises(ValueError, match="out partially overlaps x"):
+        rmsnorm.rms_norm(buf[:4], out=buf[1:])
+
+
+def test_out_overlapping_a_residual_updated_in_place(x):
+    residual = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="out overlaps residual"):
+        rmsnorm.fused_add_rms_norm(x, residual, inplace=True, out=residual)
+
+
+def test_inplace_needs_a_residual(x):
+    with pytest.raises(ValueError, match="inplace=True needs a residual"):
+        rmsnorm.ops.forward(x, inplace=True)
+
+
+def test_inplace_residual_must_be_writable(x):
+    with pytest.raises(ValueError, match="residual has a broadcast"):
+        rmsnorm.fused_add_rms_norm(x, torch.randn(1, 8).expand(4, 8), inplace=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU for two devices")
+def test_tensors_on_different_devices(x):
+    with pytest.raises(ValueError, match="weight is on cpu but x is on cuda"):
+        rmsnorm.rms_norm(x.cuda(), torch.ones(8))
+    with pytest.raises(ValueError, match="residual is on cpu but x is on cuda"):
+        rmsnorm.fused_add_rms_norm(x.cuda(), x)
+    with pytest.raises(ValueError, match="out is on cpu but x is on cuda"):
+        rmsnorm.rms_norm(x.cuda(), out=x)
+
+
+def test_tensors_on_different_devices_meta():
+    # Runs without a GPU: the meta device stands in for "another device".
+    with pytest.raises(ValueError, match="weight is on meta but x is on cpu"):
+        rmsnorm.rms_norm(torch.randn(4, 8), torch.ones(8, device="meta"))
+
+
+def test_unsupported_device():
+    with pytest.raises(ValueError, match="x is on meta"):
+        rmsnorm.rms_norm(torch.randn(4, 8, device="meta"))
+
+
+def test_input_requiring_grad_says_backward_is_not_implemented(x):
+    with pytest.raises(NotImplementedError, match="backward is not implemented yet.*x "
+                                                  "requires grad"):
+        rmsnorm.rms_norm(x.requires_grad_())
+    w = torch.ones(8, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="weight requires grad"):
+        rmsnorm.rms_norm(torch.randn(4, 8), w)
+    with torch.no_grad():
+        rmsnorm.rms_norm(torch.randn(4, 8), w)  # inference is fine
