@@ -20,6 +20,14 @@ DTYPE_SETS = [
 ]
 
 
+def inputs(tag, shape, device, xd, rd=None, wd=None):
+    """Fresh x, residual (4x larger) and weight for one test."""
+    seed = seed_of("fused", tag, shape, xd, rd, wd)
+    x = randn(shape, xd, device, seed)
+    residual = randn(shape, rd or xd, device, seed + 7, scale=4.0)
+    return x, residual, weight_for(shape[-1], wd or xd, device, seed)
+
+
 def check_fused(x, residual, weight, y, s, offset=0.0, casting_mode="llama", eps=1e-6):
     s_ref = reference.residual_add(x, residual)
     assert s.dtype == residual.dtype
@@ -33,11 +41,7 @@ def check_fused(x, residual, weight, y, s, offset=0.0, casting_mode="llama", eps
 @pytest.mark.parametrize("n", [1, 7, 128, 1000, 5000])
 @pytest.mark.parametrize("m", [1, 65])
 def test_fused_add_matches_unfused_add_then_norm(device, dtypes, n, m):
-    xd, rd, wd = dtypes
-    seed = seed_of("fused", dtypes, n, m)
-    x = randn((m, n), xd, device, seed)
-    residual = randn((m, n), rd, device, seed + 7, scale=4.0)
-    w = weight_for(n, wd, device, seed)
+    x, residual, w = inputs("dtypes", (m, n), device, *dtypes)
     residual_before = residual.clone()
     y, s = rmsnorm.fused_add_rms_norm(x, residual, w)
     assert torch.equal(residual, residual_before), "residual changed without inplace=True"
@@ -61,22 +65,16 @@ def test_fused_add_modes_and_offsets(device, casting_mode, offset, with_weight):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_inplace_writes_the_sum_into_residual_and_returns_it(device, dtype):
-    seed = seed_of("inplace", dtype)
-    x = randn((65, 1000), dtype, device, seed)
-    residual = randn((65, 1000), dtype, device, seed + 7)
+    x, residual, w = inputs("inplace", (65, 1000), device, dtype)
     original = residual.clone()
-    w = weight_for(1000, dtype, device, seed)
     y, s = rmsnorm.fused_add_rms_norm(x, residual, w, inplace=True)
     assert s is residual
     check_fused(x, original, w, y, s)
 
 
 def test_out_may_alias_x(device):
-    seed = seed_of("fused-out-x")
-    x = randn((65, 1000), torch.float16, device, seed)
-    residual = randn((65, 1000), torch.float16, device, seed + 7)
+    x, residual, w = inputs("out-x", (65, 1000), device, torch.float16)
     x_before = x.clone()
-    w = weight_for(1000, torch.float16, device, seed)
     y, s = rmsnorm.fused_add_rms_norm(x, residual, w, out=x)
     assert y is x
     check_fused(x_before, residual, w, y, s)
@@ -84,21 +82,15 @@ def test_out_may_alias_x(device):
 
 def test_out_aliasing_x_with_inplace_residual(device):
     # The vLLM decode pattern: both outputs overwrite the inputs.
-    seed = seed_of("fused-both-inplace")
-    x = randn((3, 4096), torch.bfloat16, device, seed)
-    residual = randn((3, 4096), torch.bfloat16, device, seed + 7)
+    x, residual, w = inputs("both-inplace", (3, 4096), device, torch.bfloat16)
     x0, r0 = x.clone(), residual.clone()
-    w = weight_for(4096, torch.bfloat16, device, seed)
     y, s = rmsnorm.fused_add_rms_norm(x, residual, w, inplace=True, out=x)
     assert y is x and s is residual
     check_fused(x0, r0, w, y, s)
 
 
 def test_out_is_written_when_given(device):
-    seed = seed_of("fused-out")
-    x = randn((5, 300), torch.bfloat16, device, seed)
-    residual = randn((5, 300), torch.bfloat16, device, seed + 7)
-    w = weight_for(300, torch.bfloat16, device, seed)
+    x, residual, w = inputs("out", (5, 300), device, torch.bfloat16)
     out = nan_like(x)
     y, s = rmsnorm.fused_add_rms_norm(x, residual, w, out=out)
     assert y is out
@@ -106,9 +98,7 @@ def test_out_is_written_when_given(device):
 
 
 def test_fused_rstd_is_of_the_rounded_sum(device):
-    seed = seed_of("fused-rstd")
-    x = randn((9, 640), torch.bfloat16, device, seed)
-    residual = randn((9, 640), torch.bfloat16, device, seed + 7)
+    x, residual, _ = inputs("rstd", (9, 640), device, torch.bfloat16)
     _, s, rstd = rmsnorm.ops.forward(x, residual=residual, return_rstd=True)
     expected = reference.contract_rms_norm(s, None)[1].squeeze(-1)
     torch.testing.assert_close(rstd, expected, rtol=2e-6, atol=0)
