@@ -143,12 +143,15 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
         residual = _readable(residual)
     if weight is not None:
         weight = weight.contiguous()
+    if launch is None:
+        launch = configs.forward_launch(
+            x.shape[-1], max(x.element_size(), residual.element_size() if fused else 0), fused,
+            weight.element_size() if weight is not None else 0)
 
     def spec_of(x, residual):
         # Everything but the data pointers and scalars follows from the tensors' metadata:
         # worked out once per distinct call signature.
         return _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(s),
-                            residual is not None and residual is s,
                             None if weight is None else weight.dtype, rstd is not None,
                             casting_mode, launch)
 
@@ -173,7 +176,7 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
 
 
 @functools.lru_cache(maxsize=4096)
-def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, r_is_s, w_dtype, has_rstd,
+def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rstd,
                  casting_mode, launch):
     """(kernel, grid, sizes and strides, constexprs) for one call signature, or None when the
     rows need more than two levels of strides."""
@@ -185,10 +188,6 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, r_is_s, w_dtype,
         return None
     n = shape[-1]
     x_dtype = x_meta[1]
-    elem_bytes = max(x_dtype.itemsize, r_meta[1].itemsize if fused else 0)
-    if launch is None:
-        launch = configs.forward_launch(n, elem_bytes, fused,
-                                        w_dtype.itemsize if w_dtype is not None else 0)
     if INTERPRETED:
         grid = min(launch.grid(plan.rows, 1), INTERPRETER_PROGRAMS)
     else:

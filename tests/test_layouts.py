@@ -129,3 +129,22 @@ def test_looped_path_strided_rows(device):
     with configs.max_tile(64):
         y = rmsnorm.rms_norm(x, w)
     check(x, w, y)
+
+
+def test_a_capped_tile_is_honoured_after_the_same_call_ran_uncapped(device, monkeypatch):
+    # Launch decisions are cached per call signature; the cap must still reach the kernel.
+    x = randn((3, 77), torch.float16, device, seed_of("cap-after-cache"))
+    rmsnorm.rms_norm(x)
+    launched = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return real[grid]
+
+    real = rmsnorm.ops.fwd_loop_kernel
+    monkeypatch.setattr(rmsnorm.ops, "fwd_loop_kernel", Spy())
+    with configs.max_tile(32):
+        y = rmsnorm.rms_norm(x)
+    assert launched, "the looped kernel did not run under max_tile(32)"
+    check(x, None, y)
