@@ -18,11 +18,16 @@ def _acc_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def fp32(v):
+    """eps and offset as the contract uses them: fp32 scalars, also for float64 tensors."""
+    return torch.tensor(v, dtype=torch.float32).item()
+
+
 def float64_rms_norm(x, weight=None, eps=1e-6, offset=0.0):
     v = x.double()
-    y = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)
+    y = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + fp32(eps))
     if weight is not None:
-        y = y * (weight.double() + offset)
+        y = y * (weight.double() + fp32(offset))
     return y
 
 
@@ -37,11 +42,11 @@ def contract_rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="lla
     """Returns (y, rstd) exactly as DESIGN.md's contract rounds them; rstd has shape [..., 1]."""
     acc = _acc_dtype(x.dtype)
     v = x.to(acc)
-    rstd = torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)
+    rstd = torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + fp32(eps))
     out_dtype = output_dtype(x.dtype, weight, casting_mode)
     if weight is None:
         return (v * rstd).to(out_dtype), rstd
-    w = weight.to(acc) + offset
+    w = weight.to(acc) + fp32(offset)
     if casting_mode == "llama":
         return ((v * rstd).to(x.dtype).to(acc) * w).to(out_dtype), rstd
     return (v * rstd * w).to(out_dtype), rstd

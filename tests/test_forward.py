@@ -107,6 +107,16 @@ def test_rstd_output_is_the_fp32_inverse_rms_per_row(device, dtype):
 def test_rstd_is_float64_for_float64_input(device):
     x = randn((5, 33), torch.float64, device, seed_of("rstd64"))
     _, _, rstd = rmsnorm.ops.forward(x, return_rstd=True)
-    expected = torch.rsqrt(x.pow(2).mean(-1) + 1e-6)
+    expected = torch.rsqrt(x.pow(2).mean(-1) + reference.fp32(1e-6))
     assert rstd.dtype == torch.float64
     torch.testing.assert_close(rstd, expected, rtol=1e-13, atol=0)
+
+
+def test_eps_is_an_fp32_scalar_also_for_float64(device):
+    # Where x^2 is comparable to eps, fp32(1e-6) and 1e-6 give visibly different float64 rows.
+    x = torch.tensor([[1e-3], [2e-3]], dtype=torch.float64, device=device)
+    y = rmsnorm.rms_norm(x, eps=1e-6)
+    v = x.cpu()
+    torch.testing.assert_close(y.cpu(), v * torch.rsqrt(v * v + reference.fp32(1e-6)),
+                               rtol=1e-15, atol=0)
+    assert (y.cpu() - v * torch.rsqrt(v * v + 1e-6)).abs().max() > 1e-10

@@ -31,6 +31,13 @@ def _row_start(rows, H, s_outer, s_inner, TWO_LEVEL: tl.constexpr):
 
 
 @triton.jit
+def _as_fp32(eps, offset):
+    # The contract's scalars are fp32 (the GPU passes them so); the interpreter would keep a
+    # Python float's double precision.
+    return tl.cast(eps, tl.float32), tl.cast(offset, tl.float32)
+
+
+@triton.jit
 def _inv_rms(sum_sq, N, eps, ACC: tl.constexpr):
     mean_sq = sum_sq / N + eps
     if ACC == tl.float64:
@@ -70,6 +77,7 @@ def fwd_tile_kernel(
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr,
 ):
+    eps, offset = _as_fp32(eps, offset)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -123,6 +131,7 @@ def fwd_loop_kernel(
     # ROWS and W_RESIDENT are part of the shared signature; this path owns one row at a time
     # and streams the weight with the row.
     tl.static_assert(ROWS == 1)
+    eps, offset = _as_fp32(eps, offset)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
