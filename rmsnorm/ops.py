@@ -98,8 +98,7 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
         s = residual
     else:
         s = alloc(x.shape, residual.dtype, device)
-    acc = torch.float64 if norm_dtype == torch.float64 else torch.float32
-    rstd = alloc(x.shape[:-1], acc, device) if return_rstd else None
+    rstd = alloc(x.shape[:-1], reference.acc_dtype(norm_dtype), device) if return_rstd else None
 
     if x.numel() == 0:
         return y, s, rstd
@@ -117,11 +116,13 @@ def alloc(shape, dtype, device):
 
 def _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, s, rstd):
     """CPU without the interpreter: DESIGN.md's contract in PyTorch ops."""
-    if residual is not None:
-        s.copy_(reference.residual_add(x, residual))
-        x = s
-    y_ref, r = reference.contract_rms_norm(x, weight, eps, offset=offset,
-                                           casting_mode=casting_mode)
+    if residual is None:
+        y_ref, r = reference.contract_rms_norm(x, weight, eps, offset=offset,
+                                               casting_mode=casting_mode)
+    else:
+        y_ref, s_ref, r = reference.contract_fused_add_rms_norm(
+            x, residual, weight, eps, offset=offset, casting_mode=casting_mode)
+        s.copy_(s_ref)
     y.copy_(y_ref)
     if rstd is not None:
         rstd.copy_(r.squeeze(-1))

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 
 
-def _acc_dtype(dtype):
+def acc_dtype(dtype):
+    """The dtype the contract computes in: float64 for float64 tensors, else float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
@@ -40,7 +41,7 @@ def output_dtype(norm_dtype, weight, casting_mode):
 
 def contract_rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama"):
     """Returns (y, rstd) exactly as DESIGN.md's contract rounds them; rstd has shape [..., 1]."""
-    acc = _acc_dtype(x.dtype)
+    acc = acc_dtype(x.dtype)
     v = x.to(acc)
     rstd = torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + fp32(eps))
     out_dtype = output_dtype(x.dtype, weight, casting_mode)
