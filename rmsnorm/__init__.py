@@ -2,7 +2,7 @@
 
 from rmsnorm import reference
 from rmsnorm.modules import GemmaRMSNorm, RMSNorm
-from rmsnorm.ops import fused_add_rms_norm, rms_norm
+from rmsnorm.functional import fused_add_rms_norm, rms_norm
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "RMSNorm", "GemmaRMSNorm", "reference"]
 __version__ = "0.1.0"

@@ -1,8 +1,8 @@
 """The one table of kernel specializations and the launch heuristic.
 
-The Python launcher (rmsnorm.ops) reads it through `forward_launch`; the AOT compiler and the
-C++ runtime are to derive their specializations and dispatch from the same `FORWARD_RULES`, so
-every path picks the same kernel for the same shape. The numbers come from
+The Python launcher (rmsnorm.ops) reads it through `forward_launch` and `backward_launch`; the
+AOT compiler and the C++ runtime are to derive their specializations and dispatch from the same
+`RULES`, so every path picks the same kernel for the same shape. The numbers come from
 `python -m rmsnorm.sweep` on an H200 (docs/PERFORMANCE.md).
 
 Paths:
@@ -47,7 +47,7 @@ class Rule:
     the largest block_n (next power of two of N) they cover; then the "loop" rule (tile width
     block_n) for every longer row."""
 
-    op: str  # "fwd" or "add" (fused residual add + forward)
+    op: str  # "fwd", "add" (fused residual add + forward) or "bwd" (backward, both forms)
     elem_bytes: int  # widest streamed element: 2 (fp16/bf16), 4 (fp32), 8 (fp64)
     block_n: int
     path: str
@@ -90,16 +90,33 @@ _TILE = {
         (16384, 2, 16, 2, 32, False),
         (32768, 1, 16, 2, 64, False),
     ),
+    # Backward: programs/SM also sets how many fp32 dw partial rows the reduction reads, so
+    # it stays small for wide rows. Rows wider than the last tile here take the loop.
+    "bwd": (
+        (16, 128, 4, 2, 8, True),
+        (32, 64, 4, 2, 8, True),
+        (64, 32, 4, 2, 8, True),
+        (128, 16, 4, 2, 8, True),
+        (256, 8, 4, 2, 8, True),
+        (512, 4, 4, 2, 4, True),
+        (1024, 2, 4, 2, 4, True),
+        (2048, 1, 4, 2, 4, True),
+        (4096, 1, 8, 2, 2, True),
+        (8192, 1, 16, 2, 1, True),
+        (16384, 1, 16, 1, 1, False),
+    ),
 }
 _LOOP = {
     "fwd": (8192, 1, 32, 1, 6, False),
     "add": (16384, 1, 32, 1, 6, False),
+    "bwd": (4096, 1, 8, 2, 1, False),
 }
+OPS = tuple(_TILE)
 
 
 def _rules():
     rules = []
-    for op in ("fwd", "add"):
+    for op in OPS:
         for eb in (2, 4, 8):
             for bn, rows, *rest in _TILE[op]:
                 if bn > MAX_TILE[eb]:
@@ -110,7 +127,7 @@ def _rules():
     return tuple(rules)
 
 
-FORWARD_RULES = _rules()
+RULES = _rules()
 
 _max_tile_override = None
 
@@ -133,10 +150,9 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _stage_bytes(width, rows, elem_bytes, weight_bytes, fused, reloads_weight):
+def _stage_bytes(width, rows, elem_bytes, weight_bytes, streams, reloads_weight):
     """Bytes one pipeline stage of a program's loop loads into shared memory (cp.async)."""
-    streamed = rows * elem_bytes * (2 if fused else 1)
-    return width * (streamed + (weight_bytes if reloads_weight else 0))
+    return width * (rows * elem_bytes * streams + (weight_bytes if reloads_weight else 0))
 
 
 def _fit_stages(stages, per_stage):
@@ -148,17 +164,27 @@ def _fit_stages(stages, per_stage):
 def forward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0) -> Launch:
     """The launch for rows of n elements of elem_bytes bytes (the widest of x and residual),
     plain or fused-add forward; weight_bytes is the weight's element size (0: no weight)."""
+    return _launch_for("add" if fused else "fwd", n, elem_bytes, 2 if fused else 1,
+                       weight_bytes)
+
+
+def backward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0) -> Launch:
+    """The backward launch for rows of n elements (elem_bytes: the widest of x, dy and, fused,
+    the residual's gradient)."""
+    return _launch_for("bwd", n, elem_bytes, 3 if fused else 2, weight_bytes)
+
+
+def _launch_for(op, n, elem_bytes, streams, weight_bytes):
     limit = MAX_TILE[elem_bytes]
     if _max_tile_override is not None:
         limit = min(limit, _max_tile_override)
-    return _forward_launch(n, elem_bytes, fused, weight_bytes, limit)
+    return _launch(op, n, elem_bytes, streams, weight_bytes, limit)
 
 
 @functools.lru_cache(maxsize=4096)  # on every call's path: keep the table walk off it
-def _forward_launch(n, elem_bytes, fused, weight_bytes, limit):
-    op = "add" if fused else "fwd"
+def _launch(op, n, elem_bytes, streams, weight_bytes, limit):
     block_n = next_pow2(n)
-    for rule in FORWARD_RULES:
+    for rule in RULES:
         if rule.op != op or rule.elem_bytes != elem_bytes:
             continue
         if rule.path == "tile":
@@ -170,9 +196,17 @@ def _forward_launch(n, elem_bytes, fused, weight_bytes, limit):
             width = min(rule.block_n, limit)
         warps = max(1, min(rule.num_warps, width * rule.rows // 256))
         reloads_weight = rule.path != "tile" or not rule.w_resident
-        per_stage = _stage_bytes(width, rule.rows, elem_bytes, weight_bytes, fused,
+        per_stage = _stage_bytes(width, rule.rows, elem_bytes, weight_bytes, streams,
                                  reloads_weight)
         return Launch(rule.path, width, rule.rows, warps,
                       _fit_stages(rule.num_stages, per_stage), rule.programs_per_sm,
                       rule.w_resident)
     raise AssertionError(f"no launch rule for op={op} elem_bytes={elem_bytes}")
+
+
+def reduce_launch(partial_rows: int, n: int):
+    """(block_p, block_c, num_warps) of the dw reduction over partial_rows x n fp32 partials:
+    column blocks narrow enough that about a hundred programs share the columns."""
+    block_c = min(256, max(16, next_pow2(n) // 128))
+    block_p = max(1, min(64, next_pow2(partial_rows), 4096 // block_c))
+    return block_p, block_c, 4

@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from rmsnorm.ops import fused_add_rms_norm, rms_norm
+from rmsnorm.functional import fused_add_rms_norm, rms_norm
 
 
 class RMSNorm(nn.Module):

@@ -1,4 +1,5 @@
-"""PyTorch front end: validation, allocation and the launch of the forward kernels."""
+"""Launch layer under the public functions: validation, allocation and the launch of the forward
+and backward kernels. rmsnorm.functional (the public API) and rmsnorm.autograd call it."""
 
 import contextlib
 import functools
@@ -7,6 +8,7 @@ import torch
 import triton.language as tl
 
 from rmsnorm import configs, reference, validation as v
+from rmsnorm.kernels.backward import bwd_loop_kernel, bwd_tile_kernel, dw_reduce_kernel
 from rmsnorm.kernels.forward import fwd_loop_kernel, fwd_tile_kernel
 from rmsnorm.layout import plan_rows
 
@@ -23,41 +25,14 @@ INTERPRETED = isinstance(fwd_tile_kernel, InterpretedFunction)
 # and the persistent-loop code exercised on small test shapes.
 INTERPRETER_PROGRAMS = 2
 
-_BACKWARD_MISSING = (
-    "rmsnorm: backward is not implemented yet (it arrives with autograd support); {name} "
-    "requires grad. Call under torch.no_grad() / torch.inference_mode(), or detach it.")
-
-
-def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=None):
-    """RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * (weight + offset).
-
-    casting_mode "llama" rounds x * rsqrt(...) to x.dtype before the weight and returns
-    promote_types(x.dtype, weight.dtype) (HF LlamaRMSNorm); "gemma" rounds once and returns
-    x.dtype (HF GemmaRMSNorm, torch.nn.functional.rms_norm). `out` may alias x.
-    """
-    y, _, _ = forward(x, weight, eps, offset=offset, casting_mode=casting_mode, out=out)
-    return y
-
-
-def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
-                       casting_mode="llama", inplace=False, out=None):
-    """s = x + residual (rounded to residual.dtype); returns (rms_norm(s), s).
-
-    With inplace=True the sum is written into `residual` itself, which is returned as the
-    second element. `out` may alias x.
-    """
-    y, s, _ = forward(x, weight, eps, offset=offset, casting_mode=casting_mode,
-                      residual=residual, inplace=inplace, out=out)
-    return y, s
-
-
 def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", residual=None,
-            inplace=False, out=None, return_rstd=False, launch=None):
+            inplace=False, out=None, residual_out=None, return_rstd=False, launch=None):
     """Shared forward: returns (y, residual_out or None, rstd or None).
 
-    rstd (one fp32 value per row, fp64 for float64 input, shape x.shape[:-1]) is what the
-    backward pass reuses. `launch` (a configs.Launch) replaces the table's choice; the
-    tuning sweep uses it.
+    The sum of the fused add goes to `residual_out` when given, to `residual` itself with
+    inplace=True, else to a new tensor. rstd (one fp32 value per row, fp64 for float64 input,
+    shape x.shape[:-1]) is what the backward pass reuses. `launch` (a configs.Launch)
+    replaces the table's choice; the tuning sweep uses it.
     """
     v.check_x(x)
     device = x.device
@@ -68,11 +43,15 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
         v.check_same_shape("residual", residual, x, device)
     elif inplace:
         raise ValueError("inplace=True needs a residual tensor to update")
+    elif residual_out is not None:
+        raise ValueError("residual_out is the fused add's sum; it needs a residual tensor")
+    if residual_out is not None:
+        if inplace and residual_out is not residual:
+            raise ValueError("inplace=True writes the sum into residual; residual_out must be "
+                             "residual or None")
+        inplace = residual_out is residual
     v.check_scalars(eps, offset, casting_mode, weight)
     v.check_float64_not_mixed(x=x, residual=residual, weight=weight)
-    for name, t in (("x", x), ("residual", residual), ("weight", weight)):
-        if t is not None and t.requires_grad and torch.is_grad_enabled():
-            raise NotImplementedError(_BACKWARD_MISSING.format(name=name))
 
     norm_dtype = residual.dtype if fused else x.dtype
     out_dtype = reference.output_dtype(norm_dtype, weight, casting_mode)
@@ -90,12 +69,16 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
                 raise ValueError("out overlaps residual, which inplace=True also writes")
     if inplace:
         v.check_writable("residual", residual)
+    elif residual_out is not None:
+        _check_sum_output(residual_out, x, residual, out)
 
     y = out if out is not None else alloc(x.shape, out_dtype, device)
     if not fused:
         s = None
     elif inplace:
         s = residual
+    elif residual_out is not None:
+        s = residual_out
     else:
         s = alloc(x.shape, residual.dtype, device)
     rstd = alloc(x.shape[:-1], reference.acc_dtype(norm_dtype), device) if return_rstd else None
@@ -107,6 +90,18 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
         return y, s, rstd
     _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch)
     return y, s, rstd
+
+
+def _check_sum_output(residual_out, x, residual, out):
+    v.check_same_shape("residual_out", residual_out, x, x.device)
+    if residual_out.dtype != residual.dtype:
+        raise TypeError(f"residual_out has dtype {residual_out.dtype}, expected "
+                        f"{residual.dtype} (the residual's)")
+    v.check_writable("residual_out", residual_out)
+    v.check_no_partial_alias("residual_out", residual_out, "x", x)
+    v.check_no_partial_alias("residual_out", residual_out, "residual", residual)
+    if out is not None and v.overlaps(out, residual_out):
+        raise ValueError("out overlaps residual_out; they are two different results")
 
 
 def alloc(shape, dtype, device):
@@ -188,11 +183,7 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
     if plan is None:
         return None
     n = shape[-1]
-    x_dtype = x_meta[1]
-    if INTERPRETED:
-        grid = min(launch.grid(plan.rows, 1), INTERPRETER_PROGRAMS)
-    else:
-        grid = launch.grid(plan.rows, _sm_count(device))
+    grid = _grid(launch, plan.rows, device)
     st = plan.strides
     zero = (0, 0)
     sizes = (plan.rows, n, plan.inner,
@@ -200,10 +191,120 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                  W_RESIDENT=launch.w_resident, HAS_RES=fused, HAS_W=w_dtype is not None,
                  HAS_RSTD=has_rstd, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
-                 ACC=tl.float64 if x_dtype == torch.float64 else tl.float32,
-                 SOFT_BF16=INTERPRETED, num_warps=launch.num_warps)
+                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, num_warps=launch.num_warps)
     kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
     return kernel, grid, sizes, flags
+
+
+def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual=None,
+             need_dw=True, dx_out=None, launch=None):
+    """Gradients of a forward that normalized x (for the fused add: its sum s) and saved rstd.
+
+    Returns (dx, dw): dx in x's dtype, plus `dresidual` (the gradient reaching the fused
+    add's sum output) when given, which makes it the gradient of both x and residual; dw in
+    the weight's dtype, or None without a weight or with need_dw=False. dy is only read,
+    unless the caller opts in with dx_out=dy (dx then overwrites it: saves memory where
+    nothing else needs dy).
+    """
+    n = x.shape[-1]
+    if dy.shape != x.shape:
+        raise ValueError(f"dy has shape {tuple(dy.shape)}, expected {tuple(x.shape)}")
+    if dresidual is not None and dresidual.shape != x.shape:
+        raise ValueError(f"dresidual has shape {tuple(dresidual.shape)}, expected "
+                         f"{tuple(x.shape)}")
+    need_dw = need_dw and weight is not None
+    if dx_out is None:
+        dx = alloc(x.shape, x.dtype, x.device)
+    else:
+        _check_dx_out(dx_out, dy, x, dresidual)
+        dx = dx_out
+    if x.numel() == 0:
+        dw = torch.zeros_like(weight) if need_dw else None
+        return dx, dw
+    if x.device.type == "cpu" and not INTERPRETED:
+        dx_ref, dw_ref = reference.contract_rms_norm_backward(
+            dy, x, weight, rstd, offset=offset, casting_mode=casting_mode, dresidual=dresidual)
+        dx.copy_(dx_ref)
+        return dx, dw_ref if need_dw else None
+    return dx, _launch_backward(dy, x, weight, rstd.contiguous(), offset, casting_mode,
+                                dresidual, dx, need_dw, launch)
+
+
+def _check_dx_out(dx_out, dy, x, dresidual):
+    v.check_same_shape("dx_out", dx_out, x, x.device)
+    if dx_out.dtype != x.dtype:
+        raise TypeError(f"dx_out has dtype {dx_out.dtype}, expected {x.dtype} (x's)")
+    v.check_writable("dx_out", dx_out)
+    v.check_no_partial_alias("dx_out", dx_out, "dy", dy)
+    for name, t in (("x", x), ("dresidual", dresidual)):
+        if t is not None and v.overlaps(dx_out, t):
+            raise ValueError(f"dx_out overlaps {name}, which the backward reads")
+
+
+def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_dw, launch):
+    x, dy = _readable(x), _readable(dy)
+    dres = _readable(dres) if dres is not None else None
+    if weight is not None:
+        weight = weight.contiguous()
+    n = x.shape[-1]
+    if launch is None:
+        widest = max(t.element_size() for t in (x, dy, dres) if t is not None)
+        launch = configs.backward_launch(n, widest, dres is not None,
+                                         weight.element_size() if weight is not None else 0)
+
+    def spec_of(dy, x, dres):
+        return _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dres),
+                              weight is not None, need_dw, casting_mode, launch)
+
+    spec = spec_of(dy, x, dres)
+    if spec is None:
+        # More than two levels of row strides (dx is contiguous): copy the inputs.
+        dy, x = dy.contiguous(), x.contiguous()
+        dres = dres.contiguous() if dres is not None else None
+        spec = spec_of(dy, x, dres)
+    kernel, grid, sizes, flags = spec
+    partials = alloc((grid, n), rstd.dtype, x.device) if need_dw else None
+    with _on_device(x.device):
+        kernel[(grid,)](dy, x, weight if weight is not None else x, rstd, dx,
+                        dres if dres is not None else dx, partials if need_dw else rstd,
+                        *sizes, float(offset), **flags)
+        if not need_dw:
+            return None
+        dw = alloc(weight.shape, weight.dtype, x.device)
+        block_p, block_c, warps = configs.reduce_launch(grid, n)
+        dw_reduce_kernel[(-(-n // block_c),)](
+            partials, dw, grid, n, BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=INTERPRETED,
+            num_warps=warps)
+    return dw
+
+
+@functools.lru_cache(maxsize=4096)
+def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, has_w, need_dw,
+                   casting_mode, launch):
+    named = {"dy": dy_meta, "x": x_meta, "dx": dx_meta, "dres": dres_meta}
+    strides = {k: m[0][:-1] for k, m in named.items() if m is not None}
+    plan = plan_rows(shape[:-1], strides)
+    if plan is None:
+        return None
+    st = plan.strides
+    sizes = (plan.rows, shape[-1], plan.inner,
+             *st["dy"], *st["x"], *st["dx"], *st.get("dres", (0, 0)))
+    flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
+                 W_RESIDENT=launch.w_resident, HAS_DRES=dres_meta is not None, HAS_W=has_w,
+                 HAS_DW=need_dw, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
+                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, num_warps=launch.num_warps)
+    kernel = bwd_tile_kernel if launch.path == "tile" else bwd_loop_kernel
+    return kernel, _grid(launch, plan.rows, device), sizes, flags
+
+
+def _acc(dtype):
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def _grid(launch, rows, device):
+    if INTERPRETED:
+        return min(launch.grid(rows, 1), INTERPRETER_PROGRAMS)
+    return launch.grid(rows, _sm_count(device))
 
 
 def _on_device(device):

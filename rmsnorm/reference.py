@@ -8,6 +8,8 @@
   GemmaRMSNorm forward, verbatim in substance.
 - `torch_rms_norm`: `torch.nn.functional.rms_norm`.
 - `residual_add`: the unfused residual add of a pre-norm block, rounded to the residual dtype.
+- `contract_rms_norm_backward`: DESIGN.md's backward formulas in PyTorch ops (the CPU path
+  without the interpreter); `float64_rms_norm` under autograd is the gradients' ground truth.
 """
 
 import torch
@@ -63,6 +65,26 @@ def contract_fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.
     s = residual_add(x, residual)
     y, rstd = contract_rms_norm(s, weight, eps, offset=offset, casting_mode=casting_mode)
     return y, s, rstd
+
+
+def contract_rms_norm_backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama",
+                               dresidual=None):
+    """(dx, dw) as DESIGN.md's "Backward" computes them from the saved rstd (shape
+    x.shape[:-1]); with `dresidual` (fused add) dx includes it. dw is None without a weight."""
+    acc = acc_dtype(x.dtype)
+    r = rstd.to(acc).unsqueeze(-1)
+    xhat = x.to(acc) * r
+    dy = dy.to(acc)
+    g = dy if weight is None else dy * (weight.to(acc) + fp32(offset))
+    dx = r * (g - xhat * (g * xhat).mean(-1, keepdim=True))
+    if dresidual is not None:
+        dx = dx + dresidual.to(acc)
+    if weight is None:
+        return dx.to(x.dtype), None
+    if casting_mode == "llama":
+        xhat = xhat.to(x.dtype).to(acc)
+    dw = (dy * xhat).reshape(-1, x.shape[-1]).sum(0)
+    return dx.to(x.dtype), dw.to(weight.dtype)
 
 
 def hf_llama_rms_norm(x, weight, eps=1e-6):

@@ -138,12 +138,28 @@ def test_unsupported_device():
         rmsnorm.rms_norm(torch.randn(4, 8, device="meta"))
 
 
-def test_input_requiring_grad_says_backward_is_not_implemented(x):
-    with pytest.raises(NotImplementedError, match="backward is not implemented yet.*x "
-                                                  "requires grad"):
-        rmsnorm.rms_norm(x.requires_grad_())
-    w = torch.ones(8, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="weight requires grad"):
-        rmsnorm.rms_norm(torch.randn(4, 8), w)
+def test_out_is_refused_when_an_input_requires_grad(x):
+    with pytest.raises(RuntimeError, match="out= is not differentiable"):
+        rmsnorm.rms_norm(x.requires_grad_(), out=torch.empty_like(x))
     with torch.no_grad():
-        rmsnorm.rms_norm(torch.randn(4, 8), w)  # inference is fine
+        rmsnorm.rms_norm(x, out=torch.empty_like(x))  # inference is fine
+
+
+def test_the_autograd_path_names_bad_scalars(x):
+    with pytest.raises(ValueError, match="eps must be"):
+        rmsnorm.rms_norm(x.requires_grad_(), eps=-1.0)
+    with pytest.raises(ValueError, match="casting_mode must be"):
+        rmsnorm.fused_add_rms_norm(x, x.detach(), casting_mode="bert")
+
+
+def test_dx_out_must_fit_the_gradient(x):
+    from rmsnorm import ops
+    _, _, rstd = ops.forward(x, return_rstd=True)
+    buf = torch.randn(x.numel() + 1)
+    dy, shifted = buf[:-1].view(x.shape), buf[1:].view(x.shape)
+    with pytest.raises(TypeError, match="dx_out has dtype"):
+        ops.backward(dy, x, None, rstd, dx_out=torch.empty_like(x, dtype=torch.float64))
+    with pytest.raises(ValueError, match="dx_out partially overlaps dy"):
+        ops.backward(dy, x, None, rstd, dx_out=shifted)
+    with pytest.raises(ValueError, match="dx_out overlaps x"):
+        ops.backward(dy, x, None, rstd, dx_out=x)

@@ -60,7 +60,7 @@ def test_forward_with_residual_is_the_fused_add(device):
                           llama_slack(s_ref, norm.weight))
 
 
-def test_module_forward_with_grad_enabled_says_backward_is_missing():
+def test_module_forward_with_grad_enabled_trains_the_weight():
     norm = rmsnorm.RMSNorm(8)
-    with pytest.raises(NotImplementedError, match="weight requires grad"):
-        norm(torch.randn(2, 8))
+    norm(torch.randn(2, 8)).sum().backward()
+    assert norm.weight.grad is not None and norm.weight.grad.shape == (8,)

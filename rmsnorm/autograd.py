@@ -1,0 +1,144 @@
+"""The torch.library custom ops behind the public functions, their fake (meta) kernels and
+their autograd formulas.
+
+Registered ops (namespace "rmsnorm"):
+- `fwd(x, weight?, eps, offset, llama, save_rstd) -> (y, rstd)`: differentiable.
+- `add_fwd(x, residual, weight?, eps, offset, llama, save_rstd) -> (y, s, rstd)`: the fused
+  residual add; differentiable; x and residual both receive the gradient of s.
+- `fwd_into(x, residual?, weight?, y!, s!?, eps, offset, llama)`: writes y (and the sum s,
+  which may be residual itself) into caller-owned tensors; no autograd (out= and in-place).
+- `bwd(dy, x, weight?, rstd, dresidual?, offset, llama, need_dw) -> (dx, dw)`.
+
+Being opaque custom ops with fake kernels, they trace under torch.compile(fullgraph=True)
+without graph breaks, and Inductor's fp64 Python floats reach the kernels as fp32 (the kernels
+cast eps and offset). rstd is only written when a backward will need it (save_rstd), which the
+public functions decide from requires_grad.
+"""
+
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from rmsnorm import ops, reference
+
+
+def _mode(llama):
+    return "llama" if llama else "gemma"
+
+
+def _no_rstd(x):
+    return x.new_empty((0,), dtype=reference.acc_dtype(x.dtype))
+
+
+@torch.library.custom_op("rmsnorm::fwd", mutates_args=())
+def fwd(x: Tensor, weight: Optional[Tensor], eps: float, offset: float, llama: bool,
+        save_rstd: bool) -> Tuple[Tensor, Tensor]:
+    y, _, rstd = ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama),
+                             return_rstd=save_rstd)
+    return y, rstd if save_rstd else _no_rstd(x)
+
+
+@fwd.register_fake
+def _fwd_fake(x, weight, eps, offset, llama, save_rstd):
+    y = x.new_empty(x.shape, dtype=reference.output_dtype(x.dtype, weight, _mode(llama)))
+    return y, _rstd_fake(x, x.dtype, save_rstd)
+
+
+def _rstd_fake(x, norm_dtype, save_rstd):
+    shape = x.shape[:-1] if save_rstd else (0,)
+    return x.new_empty(shape, dtype=reference.acc_dtype(norm_dtype))
+
+
+@torch.library.custom_op("rmsnorm::add_fwd", mutates_args=())
+def add_fwd(x: Tensor, residual: Tensor, weight: Optional[Tensor], eps: float, offset: float,
+            llama: bool, save_rstd: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    y, s, rstd = ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama),
+                             residual=residual, return_rstd=save_rstd)
+    return y, s, rstd if save_rstd else _no_rstd(residual)
+
+
+@add_fwd.register_fake
+def _add_fwd_fake(x, residual, weight, eps, offset, llama, save_rstd):
+    y = x.new_empty(x.shape,
+                    dtype=reference.output_dtype(residual.dtype, weight, _mode(llama)))
+    s = x.new_empty(x.shape, dtype=residual.dtype)
+    return y, s, _rstd_fake(x, residual.dtype, save_rstd)
+
+
+@torch.library.custom_op("rmsnorm::fwd_into", mutates_args=("y", "s"))
+def fwd_into(x: Tensor, residual: Optional[Tensor], weight: Optional[Tensor], y: Tensor,
+             s: Optional[Tensor], eps: float, offset: float, llama: bool) -> None:
+    ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama), residual=residual,
+                out=y, residual_out=s)
+
+
+@fwd_into.register_fake
+def _fwd_into_fake(x, residual, weight, y, s, eps, offset, llama):
+    return None
+
+
+@torch.library.custom_op("rmsnorm::bwd", mutates_args=())
+def bwd(dy: Tensor, x: Tensor, weight: Optional[Tensor], rstd: Tensor,
+        dresidual: Optional[Tensor], offset: float, llama: bool,
+        need_dw: bool) -> Tuple[Tensor, Tensor]:
+    dx, dw = ops.backward(dy, x, weight, rstd, offset=offset, casting_mode=_mode(llama),
+                          dresidual=dresidual, need_dw=need_dw)
+    return dx, dw if dw is not None else x.new_empty((0,))
+
+
+@bwd.register_fake
+def _bwd_fake(dy, x, weight, rstd, dresidual, offset, llama, need_dw):
+    dx = x.new_empty(x.shape)
+    if need_dw and weight is not None:
+        return dx, weight.new_empty(weight.shape)
+    return dx, x.new_empty((0,))
+
+
+def _grads(ctx, dy, dresidual):
+    s, weight, rstd = ctx.saved_tensors
+    if rstd.numel() == 0 and s.numel() != 0:
+        raise RuntimeError("rmsnorm: the forward ran without saving rstd (no input required "
+                           "grad then); backward through it is not possible")
+    need_dw = weight is not None and ctx.needs_input_grad[ctx.weight_index]
+    if dy is None:
+        dy = torch.zeros_like(s, dtype=ctx.y_dtype)
+    ds, dw = bwd(dy, s, weight, rstd, dresidual, ctx.offset, ctx.llama, need_dw)
+    return ds, dw if need_dw else None
+
+
+def _setup(ctx, norm_input, weight, rstd, offset, llama, y, weight_index):
+    ctx.save_for_backward(norm_input, weight, rstd)
+    ctx.offset, ctx.llama, ctx.y_dtype, ctx.weight_index = offset, llama, y.dtype, weight_index
+
+
+def _fwd_setup(ctx, inputs, output):
+    x, weight, _, offset, llama, _ = inputs
+    y, rstd = output
+    _setup(ctx, x, weight, rstd, offset, llama, y, 1)
+
+
+def _fwd_backward(ctx, dy, _drstd):
+    dx, dw = _grads(ctx, dy, None)
+    return dx, dw, None, None, None, None
+
+
+def _add_fwd_setup(ctx, inputs, output):
+    x, residual, weight, _, offset, llama, _ = inputs
+    y, s, rstd = output
+    _setup(ctx, s, weight, rstd, offset, llama, y, 2)
+    ctx.x_dtype = x.dtype
+
+
+def _add_fwd_backward(ctx, dy, dsum, _drstd):
+    ds, dw = _grads(ctx, dy, dsum)
+    # One gradient for both addends; x only needs its own copy when its dtype differs
+    # (bf16 activations on an fp32 residual stream).
+    dx = ds if ds.dtype == ctx.x_dtype else ds.to(ctx.x_dtype)
+    return dx, ds, dw, None, None, None, None
+
+
+fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
+add_fwd.register_autograd(_add_fwd_backward, setup_context=_add_fwd_setup)
+
+OPS: List[object] = [fwd, add_fwd, fwd_into, bwd]

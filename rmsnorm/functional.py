@@ -1,0 +1,93 @@
+"""The public functions: rms_norm and fused_add_rms_norm.
+
+Three routes, all ending in the same kernels:
+- autograd (an input requires grad): the differentiable custom ops of rmsnorm.autograd;
+- under torch.compile: the same custom ops (opaque to the compiler, no graph breaks);
+- plain eager inference: straight to the launcher, which costs the least host time.
+"""
+
+import torch
+
+from rmsnorm import autograd, ops, reference, validation
+
+
+def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=None):
+    """RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * (weight + offset).
+
+    casting_mode "llama" rounds x * rsqrt(...) to x.dtype before the weight and returns
+    promote_types(x.dtype, weight.dtype) (HF LlamaRMSNorm); "gemma" rounds once and returns
+    x.dtype (HF GemmaRMSNorm, torch.nn.functional.rms_norm). `out` may alias x; it is not
+    differentiable.
+    """
+    llama = _llama(casting_mode)
+    if _needs_grad(x, weight) or torch.compiler.is_compiling():
+        # The ops' schemas take any float; the errors must still name the argument.
+        validation.check_scalars(eps, offset, casting_mode, weight)
+    if _needs_grad(x, weight):
+        _no_out_under_autograd(out=out)
+        y, _ = autograd.fwd(x, weight, eps, offset, llama, True)
+        return y
+    if torch.compiler.is_compiling():
+        if out is None:
+            return autograd.fwd(x, weight, eps, offset, llama, False)[0]
+        autograd.fwd_into(x, None, weight, out, None, eps, offset, llama)
+        return out
+    y, _, _ = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode, out=out)
+    return y
+
+
+def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
+                       casting_mode="llama", inplace=False, out=None):
+    """s = x + residual (rounded to residual.dtype); returns (rms_norm(s), s).
+
+    With inplace=True the sum is written into `residual` itself, which is returned as the
+    second element. `out` may alias x. Under autograd x and residual both receive the
+    gradient of s; inplace=True then costs one extra copy into residual (autograd must see the
+    update), and `out` is not supported.
+    """
+    llama = _llama(casting_mode)
+    if _needs_grad(x, residual, weight) or torch.compiler.is_compiling():
+        validation.check_scalars(eps, offset, casting_mode, weight)
+    if _needs_grad(x, residual, weight):
+        _no_out_under_autograd(out=out)
+        y, s, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, True)
+        if inplace:
+            residual.copy_(s)
+            return y, residual
+        return y, s
+    if torch.compiler.is_compiling():
+        if out is None and not inplace:
+            y, s, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, False)
+            return y, s
+        if out is None:
+            out = torch.empty(x.shape, dtype=_out_dtype(residual, weight, casting_mode),
+                              device=x.device)
+        s = residual if inplace else torch.empty_like(residual,
+                                                      memory_format=torch.contiguous_format)
+        autograd.fwd_into(x, residual, weight, out, s, eps, offset, llama)
+        return out, s
+    y, s, _ = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode,
+                          residual=residual, inplace=inplace, out=out)
+    return y, s
+
+
+def _needs_grad(*tensors):
+    return torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+
+
+def _llama(casting_mode):
+    if casting_mode not in validation.CASTING_MODES:
+        raise ValueError(f"casting_mode must be one of {validation.CASTING_MODES}, got "
+                         f"{casting_mode!r}")
+    return casting_mode == "llama"
+
+
+def _no_out_under_autograd(out):
+    if out is not None:
+        raise RuntimeError("out= is not differentiable: an input requires grad; call without "
+                           "out (or under torch.no_grad())")
+
+
+def _out_dtype(residual, weight, casting_mode):
+    return reference.output_dtype(residual.dtype, weight, casting_mode)

@@ -1,0 +1,178 @@
+"""RMSNorm backward: dx (and the fused-add ds) plus per-program dw partials, and the fixed-order
+reduction of those partials (device code only).
+
+With g = dy * (w + offset), xhat = x * rstd (rstd saved by the forward, one per row):
+    dx = rstd * (g - xhat * mean(g * xhat))          stored in x's dtype
+    dw = sum over rows of dy * xhat                   ("llama": xhat rounded to x's dtype first)
+With HAS_DRES (fused residual add) the gradient of the residual output is added to dx, so the
+one stored tensor is the gradient of both x and residual.
+
+Two paths, chosen by rmsnorm.configs (op "bwd"), like the forward:
+- `bwd_tile_kernel`: a row fits one tile; each program owns ROWS rows per step of a
+  persistent loop and keeps its dw partial in registers, written once at the end.
+- `bwd_loop_kernel`: longer rows; per row a first pass for mean(g * xhat) and a second pass
+  (served mostly from L2) for dx, adding the row's dw contribution to the program's partial
+  row in global memory.
+Each program writes exactly one partial row (DWP[pid, :N]); `dw_reduce_kernel` sums the rows
+in a fixed order, so dw (like dx) is bit-identical from run to run. No atomics.
+
+Row addressing (two levels of row strides) and numerics (ACC right after each load) follow
+the forward kernels.
+"""
+
+import triton
+import triton.language as tl
+
+from rmsnorm.kernels.forward import _load_weight, _row_start
+from rmsnorm.kernels.rounding import round_to
+
+
+@triton.jit
+def _scaled_grad(dy, w, HAS_W: tl.constexpr):
+    if HAS_W:
+        return dy * w
+    else:
+        return dy
+
+
+@triton.jit
+def _dw_term(dy, xhat, NORM_DTYPE: tl.constexpr, LLAMA: tl.constexpr, SOFT_BF16: tl.constexpr):
+    # The "llama" forward rounds xhat before the weight multiplies it: that rounded value is
+    # what the weight's gradient sees.
+    if LLAMA:
+        return dy * round_to(xhat, NORM_DTYPE, SOFT_BF16).to(xhat.dtype)
+    else:
+        return dy * xhat
+
+
+@triton.jit
+def bwd_tile_kernel(
+    DY, X, W, RSTD, DX, DRES, DWP,
+    M, N, H,
+    sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdr_o, sdr_i,
+    offset,
+    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
+    W_RESIDENT: tl.constexpr,
+    HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
+    LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr,
+):
+    offset = tl.cast(offset, tl.float32)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if HAS_W and W_RESIDENT:
+        w = _load_weight(W, cols, col_mask, offset, ACC)[None, :]
+    else:
+        w = offset
+    dw_acc = tl.zeros([BLOCK_N], ACC)
+    n_blocks = tl.cdiv(M, ROWS)
+    for blk in tl.range(pid, n_blocks, nprog, num_stages=NUM_STAGES):
+        rows = tl.cast(blk, tl.int64) * ROWS + tl.arange(0, ROWS)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        x_at = _row_start(rows, H, sx_o, sx_i, TWO_LEVEL)[:, None] + cols[None, :]
+        dy_at = _row_start(rows, H, sdy_o, sdy_i, TWO_LEVEL)[:, None] + cols[None, :]
+        v = tl.load(X + x_at, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
+        dy = tl.load(DY + dy_at, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)[:, None]
+        xhat = v * rstd
+        if HAS_W and not W_RESIDENT:
+            # Wide rows: registers go to x, dy and the dw partial; L1 serves the weight.
+            g = _scaled_grad(dy, _load_weight(W, cols, col_mask, offset, ACC)[None, :], HAS_W)
+        else:
+            g = _scaled_grad(dy, w, HAS_W)
+        mean_gx = (tl.sum(g * xhat, axis=1) / N)[:, None]
+        dx = rstd * (g - xhat * mean_gx)
+        if HAS_DRES:
+            dr_at = _row_start(rows, H, sdr_o, sdr_i, TWO_LEVEL)[:, None] + cols[None, :]
+            dx += tl.load(DRES + dr_at, mask=mask, other=0.0,
+                          eviction_policy="evict_first").to(ACC)
+        dx_at = _row_start(rows, H, sdx_o, sdx_i, TWO_LEVEL)[:, None] + cols[None, :]
+        tl.store(DX + dx_at, round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=mask)
+        if HAS_DW:
+            dw_acc += tl.sum(_dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16), axis=0)
+    if HAS_DW:
+        tl.store(DWP + tl.cast(pid, tl.int64) * N + cols, dw_acc, mask=col_mask)
+
+
+@triton.jit
+def bwd_loop_kernel(
+    DY, X, W, RSTD, DX, DRES, DWP,
+    M, N, H,
+    sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdr_o, sdr_i,
+    offset,
+    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
+    W_RESIDENT: tl.constexpr,
+    HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
+    LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr,
+):
+    # ROWS and W_RESIDENT belong to the shared signature; one row at a time, weight streamed.
+    tl.static_assert(ROWS == 1)
+    offset = tl.cast(offset, tl.float32)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    partial = DWP + tl.cast(pid, tl.int64) * N
+    if HAS_DW:
+        # The partial row is accumulated in place below; a program with no rows leaves zeros.
+        for start in tl.range(0, N, BLOCK_N):
+            tl.store(partial + start + cols, tl.zeros([BLOCK_N], ACC), mask=start + cols < N)
+    for r in tl.range(pid, M, nprog):
+        row = tl.cast(r, tl.int64)
+        x_row = X + _row_start(row, H, sx_o, sx_i, TWO_LEVEL)
+        dy_row = DY + _row_start(row, H, sdy_o, sdy_i, TWO_LEVEL)
+        dx_row = DX + _row_start(row, H, sdx_o, sdx_i, TWO_LEVEL)
+        rstd = tl.load(RSTD + row)
+
+        # Pass 1: mean(g * xhat) over the row.
+        acc = tl.zeros([BLOCK_N], ACC)
+        for start in tl.range(0, N, BLOCK_N, num_stages=NUM_STAGES):
+            c = start + cols
+            m = c < N
+            v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
+            if HAS_W:
+                w = _load_weight(W, c, m, offset, ACC)
+            else:
+                w = offset
+            acc += _scaled_grad(dy, w, HAS_W) * (v * rstd)
+        mean_gx = tl.sum(acc, axis=0) / N
+
+        # Pass 2, last tile first (the likeliest still cached): dx and the dw partial.
+        last = tl.cdiv(N, BLOCK_N) - 1
+        for i in tl.range(0, last + 1, num_stages=NUM_STAGES):
+            c = (last - i) * BLOCK_N + cols
+            m = c < N
+            v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
+            if HAS_W:
+                w = _load_weight(W, c, m, offset, ACC)
+            else:
+                w = offset
+            xhat = v * rstd
+            dx = rstd * (_scaled_grad(dy, w, HAS_W) - xhat * mean_gx)
+            if HAS_DRES:
+                dr_row = DRES + _row_start(row, H, sdr_o, sdr_i, TWO_LEVEL)
+                dx += tl.load(dr_row + c, mask=m, other=0.0,
+                              eviction_policy="evict_first").to(ACC)
+            tl.store(dx_row + c, round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=m)
+            if HAS_DW:
+                term = _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
+                prev = tl.load(partial + c, mask=m, other=0.0, eviction_policy="evict_last")
+                tl.store(partial + c, prev + term, mask=m, eviction_policy="evict_last")
+
+
+@triton.jit
+def dw_reduce_kernel(DWP, DW, P, N, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+                     SOFT_BF16: tl.constexpr):
+    """dw[c] = sum over the P partial rows of DWP[:, c], always in the same order."""
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_mask = cols < N
+    acc = tl.zeros([BLOCK_P, BLOCK_C], DWP.dtype.element_ty)
+    for start in tl.range(0, P, BLOCK_P):
+        rows = tl.cast(start + tl.arange(0, BLOCK_P), tl.int64)
+        mask = (rows < P)[:, None] & col_mask[None, :]
+        acc += tl.load(DWP + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    dw = tl.sum(acc, axis=0)
+    tl.store(DW + cols, round_to(dw, DW.dtype.element_ty, SOFT_BF16), mask=col_mask)
