@@ -9,7 +9,8 @@ Registered ops (namespace "rmsnorm"):
   which may be residual itself) into caller-owned tensors; no autograd (out= and in-place).
 - `bwd(dy, x, weight?, rstd, dresidual?, offset, llama, need_dw) -> (dx, dw)`.
 
-Being opaque custom ops with fake kernels, they trace under torch.compile(fullgraph=True)
+Eager autograd takes EagerNorm/EagerAddNorm below instead: same kernels and formulas, less
+host time. Being opaque custom ops with fake kernels, the ops trace under torch.compile(fullgraph=True)
 without graph breaks, and Inductor's fp64 Python floats reach the kernels as fp32 (the kernels
 cast eps and offset). rstd is only written when a backward will need it (save_rstd), which the
 public functions decide from requires_grad.
@@ -95,7 +96,9 @@ def _bwd_fake(dy, x, weight, rstd, dresidual, offset, llama, need_dw):
     return dx, x.new_empty((0,))
 
 
-def _grads(ctx, dy, dresidual):
+def _grads(ctx, dy, dresidual, backward):
+    """(ds, dw) for the saved forward; `backward` is the bwd custom op (traceable) or, in
+    eager autograd, a direct call of the launcher."""
     s, weight, rstd = ctx.saved_tensors
     if rstd.numel() == 0 and s.numel() != 0:
         raise RuntimeError("rmsnorm: the forward ran without saving rstd (no input required "
@@ -103,8 +106,13 @@ def _grads(ctx, dy, dresidual):
     need_dw = weight is not None and ctx.needs_input_grad[ctx.weight_index]
     if dy is None:
         dy = torch.zeros_like(s, dtype=ctx.y_dtype)
-    ds, dw = bwd(dy, s, weight, rstd, dresidual, ctx.offset, ctx.llama, need_dw)
+    ds, dw = backward(dy, s, weight, rstd, dresidual, ctx.offset, ctx.llama, need_dw)
     return ds, dw if need_dw else None
+
+
+def _direct_bwd(dy, x, weight, rstd, dresidual, offset, llama, need_dw):
+    return ops.backward(dy, x, weight, rstd, offset=offset, casting_mode=_mode(llama),
+                        dresidual=dresidual, need_dw=need_dw)
 
 
 def _setup(ctx, norm_input, weight, rstd, offset, llama, y, weight_index):
@@ -119,7 +127,7 @@ def _fwd_setup(ctx, inputs, output):
 
 
 def _fwd_backward(ctx, dy, _drstd):
-    dx, dw = _grads(ctx, dy, None)
+    dx, dw = _grads(ctx, dy, None, bwd)
     return dx, dw, None, None, None, None
 
 
@@ -131,14 +139,50 @@ def _add_fwd_setup(ctx, inputs, output):
 
 
 def _add_fwd_backward(ctx, dy, dsum, _drstd):
-    ds, dw = _grads(ctx, dy, dsum)
+    return _add_grads(ctx, dy, dsum, bwd) + (None,) * 4
+
+
+def _add_grads(ctx, dy, dsum, backward):
+    ds, dw = _grads(ctx, dy, dsum, backward)
     # One gradient for both addends; x only needs its own copy when its dtype differs
     # (bf16 activations on an fp32 residual stream).
     dx = ds if ds.dtype == ctx.x_dtype else ds.to(ctx.x_dtype)
-    return dx, ds, dw, None, None, None, None
+    return dx, ds, dw
 
 
 fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
 add_fwd.register_autograd(_add_fwd_backward, setup_context=_add_fwd_setup)
 
 OPS: List[object] = [fwd, add_fwd, fwd_into, bwd]
+
+
+class EagerNorm(torch.autograd.Function):
+    """rms_norm under eager autograd: the same kernels and formulas as the `fwd` op, without
+    the custom-op dispatch (tens of microseconds of host time per call)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps, offset, llama):
+        y, _, rstd = ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama),
+                                 return_rstd=True)
+        _setup(ctx, x, weight, rstd, offset, llama, y, 1)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        return _grads(ctx, dy, None, _direct_bwd) + (None,) * 3
+
+
+class EagerAddNorm(torch.autograd.Function):
+    """fused_add_rms_norm under eager autograd (see EagerNorm)."""
+
+    @staticmethod
+    def forward(ctx, x, residual, weight, eps, offset, llama):
+        y, s, rstd = ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama),
+                                 residual=residual, return_rstd=True)
+        _setup(ctx, s, weight, rstd, offset, llama, y, 2)
+        ctx.x_dtype = x.dtype
+        return y, s
+
+    @staticmethod
+    def backward(ctx, dy, dsum):
+        return _add_grads(ctx, dy, dsum, _direct_bwd) + (None,) * 3

@@ -1,8 +1,9 @@
 """The public functions: rms_norm and fused_add_rms_norm.
 
-Three routes, all ending in the same kernels:
-- autograd (an input requires grad): the differentiable custom ops of rmsnorm.autograd;
-- under torch.compile: the same custom ops (opaque to the compiler, no graph breaks);
+Routes, all ending in the same kernels and launches (so results are bit-identical):
+- under torch.compile: the custom ops of rmsnorm.autograd (opaque to the compiler, no graph
+  breaks; differentiable, or writing into caller-owned tensors for out= and in-place);
+- eager autograd (an input requires grad): autograd.Functions calling the launcher;
 - plain eager inference: straight to the launcher, which costs the least host time.
 """
 
@@ -20,14 +21,16 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
     differentiable.
     """
     llama = _llama(casting_mode)
-    if _needs_grad(x, weight) or torch.compiler.is_compiling():
+    grad, compiling = _needs_grad(x, weight), torch.compiler.is_compiling()
+    if grad or compiling:
         # The ops' schemas take any float; the errors must still name the argument.
         validation.check_scalars(eps, offset, casting_mode, weight)
-    if _needs_grad(x, weight):
+    if grad:
         _no_out_under_autograd(out=out)
-        y, _ = autograd.fwd(x, weight, eps, offset, llama, True)
-        return y
-    if torch.compiler.is_compiling():
+        if compiling:
+            return autograd.fwd(x, weight, eps, offset, llama, True)[0]
+        return autograd.EagerNorm.apply(x, weight, eps, offset, llama)
+    if compiling:
         if out is None:
             return autograd.fwd(x, weight, eps, offset, llama, False)[0]
         autograd.fwd_into(x, None, weight, out, None, eps, offset, llama)
@@ -46,16 +49,20 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     update), and `out` is not supported.
     """
     llama = _llama(casting_mode)
-    if _needs_grad(x, residual, weight) or torch.compiler.is_compiling():
+    grad, compiling = _needs_grad(x, residual, weight), torch.compiler.is_compiling()
+    if grad or compiling:
         validation.check_scalars(eps, offset, casting_mode, weight)
-    if _needs_grad(x, residual, weight):
+    if grad:
         _no_out_under_autograd(out=out)
-        y, s, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, True)
+        if compiling:
+            y, s, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, True)
+        else:
+            y, s = autograd.EagerAddNorm.apply(x, residual, weight, eps, offset, llama)
         if inplace:
             residual.copy_(s)
             return y, residual
         return y, s
-    if torch.compiler.is_compiling():
+    if compiling:
         if out is None and not inplace:
             y, s, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, False)
             return y, s

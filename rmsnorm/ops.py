@@ -11,6 +11,7 @@ from rmsnorm import configs, reference, validation as v
 from rmsnorm.kernels.backward import bwd_loop_kernel, bwd_tile_kernel, dw_reduce_kernel
 from rmsnorm.kernels.forward import fwd_loop_kernel, fwd_tile_kernel
 from rmsnorm.layout import plan_rows
+from rmsnorm.runner import Prepared
 
 try:
     from triton.runtime.interpreter import InterpretedFunction
@@ -163,19 +164,18 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
             else "residual (written in place)"
         raise ValueError(f"{culprit}: its leading dimensions cannot be addressed with two row "
                          "strides; pass a tensor whose leading dims merge into at most two")
-    kernel, grid, sizes, flags = spec
+    prepared, sizes = spec
     with _on_device(x.device):
-        kernel[(grid,)](
-            x, residual if fused else x, weight if weight is not None else x, y,
-            s if fused else y, rstd if rstd is not None else y,
-            *sizes, float(eps), float(offset), **flags)
+        prepared(x, residual if fused else x, weight if weight is not None else x, y,
+                 s if fused else y, rstd if rstd is not None else y,
+                 *sizes, float(eps), float(offset))
 
 
 @functools.lru_cache(maxsize=4096)
 def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rstd,
                  casting_mode, launch):
-    """(kernel, grid, sizes and strides, constexprs) for one call signature, or None when the
-    rows need more than two levels of strides."""
+    """(prepared kernel, sizes and strides) for one call signature, or None when the rows
+    need more than two levels of strides."""
     fused = r_meta is not None
     named = {"x": x_meta, "y": y_meta, "residual": r_meta, "s": s_meta}
     strides = {k: m[0][:-1] for k, m in named.items() if m is not None}
@@ -191,9 +191,9 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                  W_RESIDENT=launch.w_resident, HAS_RES=fused, HAS_W=w_dtype is not None,
                  HAS_RSTD=has_rstd, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
-                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, num_warps=launch.num_warps)
+                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED)
     kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
-    return kernel, grid, sizes, flags
+    return _prepare(kernel, grid, 6, flags, launch.num_warps), sizes
 
 
 def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual=None,
@@ -212,6 +212,10 @@ def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual
     if dresidual is not None and dresidual.shape != x.shape:
         raise ValueError(f"dresidual has shape {tuple(dresidual.shape)}, expected "
                          f"{tuple(x.shape)}")
+    acc = reference.acc_dtype(x.dtype)
+    if rstd.dtype != acc or rstd.shape != x.shape[:-1]:
+        raise ValueError(f"rstd must be the forward's: shape {tuple(x.shape[:-1])} and dtype "
+                         f"{acc}, got {tuple(rstd.shape)} {rstd.dtype}")
     need_dw = need_dw and weight is not None
     if dx_out is None:
         dx = alloc(x.shape, x.dtype, x.device)
@@ -254,7 +258,8 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
 
     def spec_of(dy, x, dres):
         return _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dres),
-                              weight is not None, need_dw, casting_mode, launch)
+                              None if weight is None else weight.dtype, need_dw, casting_mode,
+                              launch)
 
     spec = spec_of(dy, x, dres)
     if spec is None:
@@ -262,25 +267,25 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
         dy, x = dy.contiguous(), x.contiguous()
         dres = dres.contiguous() if dres is not None else None
         spec = spec_of(dy, x, dres)
-    kernel, grid, sizes, flags = spec
-    partials = alloc((grid, n), rstd.dtype, x.device) if need_dw else None
+    prepared, sizes = spec
+    programs = prepared.grid[0]
+    partials = alloc((programs, n), rstd.dtype, x.device) if need_dw else None
     with _on_device(x.device):
-        kernel[(grid,)](dy, x, weight if weight is not None else x, rstd, dx,
-                        dres if dres is not None else dx, partials if need_dw else rstd,
-                        *sizes, float(offset), **flags)
+        prepared(dy, x, weight if weight is not None else x, rstd, dx,
+                 dres if dres is not None else dx, partials if need_dw else rstd,
+                 *sizes, float(offset))
         if not need_dw:
             return None
         dw = alloc(weight.shape, weight.dtype, x.device)
-        block_p, block_c, warps = configs.reduce_launch(grid, n)
-        dw_reduce_kernel[(-(-n // block_c),)](
-            partials, dw, grid, n, BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=INTERPRETED,
-            num_warps=warps)
+        _reduce_spec(programs, n, partials.dtype, dw.dtype)(partials, dw, programs, n)
     return dw
 
 
 @functools.lru_cache(maxsize=4096)
-def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, has_w, need_dw,
+def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, need_dw,
                    casting_mode, launch):
+    """(prepared kernel, sizes and strides) for one backward call signature, or None when the
+    rows need more than two levels of strides. Every dtype the kernel sees is in the key."""
     named = {"dy": dy_meta, "x": x_meta, "dx": dx_meta, "dres": dres_meta}
     strides = {k: m[0][:-1] for k, m in named.items() if m is not None}
     plan = plan_rows(shape[:-1], strides)
@@ -290,11 +295,29 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, has_w, ne
     sizes = (plan.rows, shape[-1], plan.inner,
              *st["dy"], *st["x"], *st["dx"], *st.get("dres", (0, 0)))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
-                 W_RESIDENT=launch.w_resident, HAS_DRES=dres_meta is not None, HAS_W=has_w,
+                 W_RESIDENT=launch.w_resident, HAS_DRES=dres_meta is not None,
+                 HAS_W=w_dtype is not None,
                  HAS_DW=need_dw, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
-                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, num_warps=launch.num_warps)
+                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED)
     kernel = bwd_tile_kernel if launch.path == "tile" else bwd_loop_kernel
-    return kernel, _grid(launch, plan.rows, device), sizes, flags
+    return _prepare(kernel, _grid(launch, plan.rows, device), 7, flags,
+                    launch.num_warps), sizes
+
+
+@functools.lru_cache(maxsize=1024)
+def _reduce_spec(partial_rows, n, partial_dtype, dw_dtype):
+    """The dw reduction over partial_rows x n partials. The dtypes are part of the key: the
+    compiled kernel Prepared reuses is specific to them."""
+    block_p, block_c, warps = configs.reduce_launch(partial_rows, n)
+    return _prepare(dw_reduce_kernel, -(-n // block_c), 2,
+                    dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=INTERPRETED), warps)
+
+
+def _prepare(kernel, grid, n_pointers, flags, num_warps):
+    # Constexprs in the kernel's parameter order: the compiled launcher takes them so.
+    constexprs = {name: flags[name] for name in kernel.arg_names if name in flags}
+    assert len(constexprs) == len(flags), "a flag is not a parameter of the kernel"
+    return Prepared(kernel, grid, n_pointers, constexprs, num_warps)
 
 
 def _acc(dtype):

@@ -1,0 +1,44 @@
+"""Launching a Triton kernel with less host time than `kernel[grid](...)`.
+
+Triton's JIT launch binds and specializes every argument on every call (about 15-20 us of
+host time on the H200's host), longer than the kernels themselves for small inputs. A
+`Prepared` launch fixes everything known from the tensors' metadata (grid, constexprs,
+warps); its first call per pointer-alignment class goes through the JIT (compiling or finding
+the kernel), and later calls hand the arguments straight to the compiled kernel's launcher.
+
+What Triton specializes a compiled kernel on must be in the key of that reuse: integer
+arguments (their value 1 and divisibility by 16) come from shapes and strides, which the
+callers' metadata caches already key on; pointer alignment (16 bytes) is keyed here. Floats
+are not specialized.
+"""
+
+try:
+    from triton.runtime.interpreter import InterpretedFunction
+except ImportError:  # pragma: no cover - every supported triton has it
+    InterpretedFunction = ()
+
+
+class Prepared:
+    def __init__(self, kernel, grid, n_pointers, constexprs, num_warps):
+        self.kernel = kernel
+        self.grid = (grid,)
+        self.n_pointers = n_pointers
+        self.constexprs = constexprs  # name -> value, in the kernel's parameter order
+        self.num_warps = num_warps
+        self.compiled = {}
+        self.direct = not isinstance(kernel, InterpretedFunction)
+
+    def __call__(self, *args):
+        """args: the kernel's runtime arguments in order, the n_pointers tensors first."""
+        if not self.direct:
+            self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps)
+            return
+        aligned = tuple(t.data_ptr() % 16 == 0 for t in args[:self.n_pointers])
+        launch = self.compiled.get(aligned)
+        if launch is not None:
+            launch(*args, *self.constexprs.values())
+            return
+        compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps)
+        # CompiledKernel[grid] launches on the current device's current stream, as the JIT
+        # does; it takes every parameter, constexprs included, in order.
+        self.compiled[aligned] = compiled[(self.grid[0], 1, 1)]
