@@ -2,30 +2,54 @@
 
     python -m rmsnorm.bench                      # forward and fused add, bf16, the issue's shapes
     python -m rmsnorm.bench --dtype bf16 fp16 fp32 --op fwd --shapes 16384x4096 1024x65536
+    python -m rmsnorm.bench --op bwd fwdbwd --peers eager compile   # training
     python -m rmsnorm.bench --peers eager compile --json results.json
     python -m rmsnorm.bench --overhead        # host microseconds per call, decode shape
 
 Every figure is the median of triton.testing.do_bench (L2 flushed before each repeat).
 GB/s counts the fewest bytes an op must move: forward reads x and writes y (2*M*N elements),
-fused add reads x and residual and writes y and the sum (4*M*N). The ceiling of a shape is a
-device-to-device copy (dst.copy_(src)) moving the same bytes, timed the same way in the same
-run; "% copy" is the op's GB/s over it.
+fused add reads x and residual and writes y and the sum (4*M*N), backward ("bwd") reads x and
+dy and writes dx (3*M*N), forward + backward through autograd ("fwdbwd") both (5*M*N); the
+weight, dw and per-row scalars are not counted. The ceiling of a shape is a device-to-device
+copy (dst.copy_(src)) moving the same bytes, timed the same way in the same run; "% copy" is
+the op's GB/s over it.
+
+"bwd" is the backward alone: rmsnorm's ops.backward (dx, the dw partials and their reduction)
+from an rstd saved once; the peers replay the backward of a graph built once (retain_graph).
+Its "dw reduce" column is rmsnorm's dw reduction kernel alone, over that backward's partial
+rows and launched as ops launches it, and its share of the backward's time. That share is an
+upper bound: timed alone, the partials come from HBM (L2 flushed); in the backward they were
+just written and may still sit in L2.
 """
 
 import argparse
+import functools
 import json
 import sys
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
 
 import rmsnorm
-from rmsnorm import reference
+from rmsnorm import configs, ops, reference
+from rmsnorm.kernels.backward import dw_reduce_kernel
 
 SHAPES = [(16384, 4096), (65536, 4096), (16384, 8192), (8192, 16384), (4096, 32768),
           (32768, 2048), (131072, 128), (524288, 128), (1024, 65536), (256, 262144)]
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 EPS = 1e-6
+# Elements each op must move, per element of x (see the docstring).
+MOVED = {"fwd": 2, "add": 4, "bwd": 3, "fwdbwd": 5}
+BACKWARD_OPS = ("bwd", "fwdbwd")
+# Where inputs are made. The tests set "cpu" to run the plumbing under Triton's interpreter
+# with a fake timer; a real measurement needs CUDA.
+DEVICE = "cuda"
+
+
+def check_device(prog):
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        sys.exit(f"{prog} needs a CUDA GPU (timing the interpreter means nothing)")
 
 
 def bench_ms(fn, warmup=25, rep=100):
@@ -35,26 +59,55 @@ def bench_ms(fn, warmup=25, rep=100):
 
 
 def moved_elements(op, m, n):
-    return m * n * (2 if op == "fwd" else 4)
+    return m * n * MOVED[op]
 
 
 def make_inputs(op, m, n, dtype, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(m, n, device="cuda", dtype=dtype, generator=g)
-    w = (torch.randn(n, device="cuda", generator=g) * 0.5 + 1).to(dtype)
-    r = torch.randn(m, n, device="cuda", dtype=dtype, generator=g) if op == "add" else None
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    x = torch.randn(m, n, device=DEVICE, dtype=dtype, generator=g)
+    w = (torch.randn(n, device=DEVICE, generator=g) * 0.5 + 1).to(dtype)
+    r = torch.randn(m, n, device=DEVICE, dtype=dtype, generator=g) if op == "add" else None
     return x, r, w
+
+
+def make_grad(x, seed=1):
+    """dy, the gradient reaching the norm's output: random, shaped like x."""
+    g = torch.Generator(device=x.device).manual_seed(seed)
+    return torch.randn(x.shape, device=x.device, dtype=x.dtype, generator=g)
+
+
+def saved_rstd(x, w):
+    """The rstd our forward saves for the backward."""
+    return ops.forward(x, w, EPS, return_rstd=True)[2]
 
 
 def copy_gbps(nbytes, warmup=25, rep=100):
     """The ceiling: a device-to-device copy of nbytes/2 each way."""
-    src = torch.randn(nbytes // 4, device="cuda", dtype=torch.float16)
+    src = torch.randn(nbytes // 4, device=DEVICE, dtype=torch.float16)
     dst = torch.empty_like(src)
     ms = bench_ms(lambda: dst.copy_(src), warmup, rep)
     return nbytes / ms / 1e6
 
 
-def peer_fns(op, x, r, w, peers):
+def _leaves(x, w):
+    return x.detach().requires_grad_(), w.detach().requires_grad_()
+
+
+def backward_only(f, x, w, dy):
+    """The backward (dx and dw) of f(x, w) alone: the graph is built by the first call, which
+    do_bench makes before it times anything, and kept for the next ones."""
+    xg, wg = _leaves(x, w)
+    graph = functools.cache(lambda: f(xg, wg))
+    return lambda: torch.autograd.grad(graph(), (xg, wg), dy, retain_graph=True)
+
+
+def forward_backward(f, x, w, dy):
+    """f(x, w) and its backward (dx and dw) through autograd, both in every call."""
+    xg, wg = _leaves(x, w)
+    return lambda: torch.autograd.grad(f(xg, wg), (xg, wg), dy)
+
+
+def peer_fns(op, x, r, w, peers, dy=None):
     """Callables of the peers asked for, by name."""
     fns = {}
     n = x.shape[-1]
@@ -67,7 +120,7 @@ def peer_fns(op, x, r, w, peers):
             c_hf = torch.compile(reference.hf_llama_rms_norm, dynamic=False)
             fns["compile_Frms"] = lambda: c_frms(x, w)
             fns["compile_hf"] = lambda: c_hf(x, w, EPS)
-    else:
+    elif op == "add":
         def add_norm(a, res, b):
             s = res + a
             return reference.hf_llama_rms_norm(s, b, EPS), s
@@ -77,13 +130,57 @@ def peer_fns(op, x, r, w, peers):
         if "compile" in peers:
             c_add = torch.compile(add_norm, dynamic=False)
             fns["compile_hf"] = lambda: c_add(x, r, w)
+    else:
+        def frms(a, b):
+            return F.rms_norm(a, (n,), b, EPS)
+
+        def hf(a, b):
+            return reference.hf_llama_rms_norm(a, b, EPS)
+
+        timed = backward_only if op == "bwd" else forward_backward
+        if "eager" in peers:
+            fns["torch_eager"] = timed(frms, x, w, dy)
+            if op == "fwdbwd":
+                fns["hf_eager"] = timed(hf, x, w, dy)
+        if "compile" in peers:
+            fns["compile_Frms"] = timed(torch.compile(frms, dynamic=False), x, w, dy)
+            fns["compile_hf"] = timed(torch.compile(hf, dynamic=False), x, w, dy)
     return fns
 
 
-def ours(op, x, r, w):
+def ours(op, x, r, w, dy=None):
     if op == "fwd":
         return lambda: rmsnorm.rms_norm(x, w, EPS)
-    return lambda: rmsnorm.fused_add_rms_norm(x, r, w, EPS)
+    if op == "add":
+        return lambda: rmsnorm.fused_add_rms_norm(x, r, w, EPS)
+    if op == "bwd":
+        rstd = saved_rstd(x, w)
+        return lambda: ops.backward(dy, x, w, rstd)
+    return forward_backward(lambda a, b: rmsnorm.rms_norm(a, b, EPS), x, w, dy)
+
+
+def dw_reduce_fn(dy, x, w, rstd):
+    """rmsnorm's dw reduction alone, over the very partial rows one ops.backward call wrote
+    (caught where ops allocates its outputs, so their number is whatever ops chose), launched
+    as ops launches it (configs.reduce_launch)."""
+    allocated, alloc = [], ops.alloc
+
+    def recording_alloc(*args):
+        allocated.append(alloc(*args))
+        return allocated[-1]
+
+    with mock.patch.object(ops, "alloc", recording_alloc):
+        dx, dw = ops.backward(dy, x, w, rstd)
+    partials = [t for t in allocated if t is not dx and t is not dw]
+    if len(partials) != 1 or partials[0].dim() != 2:
+        raise RuntimeError(f"expected one dw partials tensor, ops allocated "
+                           f"{[tuple(t.shape) for t in partials]}")
+    partials = partials[0]
+    programs, n = partials.shape
+    block_p, block_c, warps = configs.reduce_launch(programs, n)
+    kernel = dw_reduce_kernel[(-(-n // block_c),)]
+    return lambda: kernel(partials, dw, programs, n, BLOCK_P=block_p, BLOCK_C=block_c,
+                          SOFT_BF16=ops.INTERPRETED, num_warps=warps)
 
 
 def host_us_per_call(fn, calls=200):
@@ -104,9 +201,10 @@ def host_us_per_call(fn, calls=200):
 
 def overhead_table(dtype=torch.bfloat16, m=1, n=4096):
     rows = []
-    for op in ("fwd", "add"):
+    for op in ("fwd", "add", "fwdbwd"):
         x, r, w = make_inputs(op, m, n, dtype)
-        fns = {"rmsnorm": ours(op, x, r, w), **peer_fns(op, x, r, w, ["eager"])}
+        dy = make_grad(x) if op in BACKWARD_OPS else None
+        fns = {"rmsnorm": ours(op, x, r, w, dy), **peer_fns(op, x, r, w, ["eager"], dy)}
         for name, fn in fns.items():
             rows.append((op, name, host_us_per_call(fn)))
     lines = [f"| op | impl | host us per call ({m} x {n}, {str(dtype)[6:]}) |", "|---|---|---|"]
@@ -114,22 +212,38 @@ def overhead_table(dtype=torch.bfloat16, m=1, n=4096):
     return "\n".join(lines)
 
 
+def _error(e):
+    return f"{type(e).__name__}: {e}"[:200]
+
+
 def run_shape(op, m, n, dtype, peers, warmup, rep):
+    if "compile" in peers:
+        # dynamic=False compiles each shape anew on the same code objects; past dynamo's
+        # recompile limit (8) a peer would silently run eagerly. Start each shape afresh.
+        torch._dynamo.reset()
     x, r, w = make_inputs(op, m, n, dtype)
+    dy = make_grad(x) if op in BACKWARD_OPS else None
     nbytes = moved_elements(op, m, n) * x.element_size()
     row = {"op": op, "dtype": str(dtype).replace("torch.", ""), "M": m, "N": n,
            "bytes": nbytes, "copy_gbps": copy_gbps(nbytes, warmup, rep), "impls": {}}
-    impls = {"rmsnorm": ours(op, x, r, w), **peer_fns(op, x, r, w, peers)}
+    impls = {"rmsnorm": ours(op, x, r, w, dy), **peer_fns(op, x, r, w, peers, dy)}
     for name, fn in impls.items():
         try:
             ms = bench_ms(fn, warmup, rep)
         except Exception as e:  # a peer that fails at a shape is reported, not fatal
-            row["impls"][name] = {"error": f"{type(e).__name__}: {e}"[:200]}
+            row["impls"][name] = {"error": _error(e)}
             continue
         gbps = nbytes / ms / 1e6
         row["impls"][name] = {"us": ms * 1e3, "gbps": gbps,
                               "pct_copy": 100 * gbps / row["copy_gbps"]}
-    del x, r, w
+    if op == "bwd" and "us" in row["impls"]["rmsnorm"]:
+        try:
+            us = bench_ms(dw_reduce_fn(dy, x, w, saved_rstd(x, w)), warmup, rep) * 1e3
+            row["dw_reduce_us"] = us
+            row["dw_reduce_pct"] = 100 * us / row["impls"]["rmsnorm"]["us"]
+        except Exception as e:
+            row["dw_reduce_error"] = _error(e)
+    del x, r, w, dy, impls
     torch.cuda.empty_cache()
     return row
 
@@ -138,7 +252,9 @@ def format_table(rows):
     names = []
     for row in rows:
         names += [k for k in row["impls"] if k not in names]
+    dw_column = any(row["op"] == "bwd" for row in rows)
     head = ["op", "dtype", "M x N", "copy GB/s"] + [f"{k} GB/s (%copy, us)" for k in names]
+    head += ["dw reduce us (% bwd)"] if dw_column else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row["op"], row["dtype"], f"{row['M']} x {row['N']}",
@@ -151,6 +267,11 @@ def format_table(rows):
                 cells.append("fails")
             else:
                 cells.append(f"{v['gbps']:.0f} ({v['pct_copy']:.1f}%, {v['us']:.1f})")
+        if dw_column:
+            if "dw_reduce_us" in row:
+                cells.append(f"{row['dw_reduce_us']:.1f} ({row['dw_reduce_pct']:.1f}%)")
+            else:
+                cells.append("fails" if "dw_reduce_error" in row else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -160,22 +281,28 @@ def parse_shape(text):
     return int(m), int(n)
 
 
+def write_json(path, rows):
+    device = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+    with open(path, "w") as f:
+        json.dump({"device": device, "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m rmsnorm.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--op", nargs="+", choices=["fwd", "add"], default=["fwd", "add"])
+    p.add_argument("--op", nargs="+", choices=list(MOVED), default=["fwd", "add"])
     p.add_argument("--dtype", nargs="+", choices=list(DTYPES), default=["bf16"])
     p.add_argument("--shapes", nargs="+", type=parse_shape, default=SHAPES,
                    metavar="MxN")
     p.add_argument("--peers", nargs="*", choices=["eager", "compile"], default=["eager"])
     p.add_argument("--warmup", type=float, default=25, help="do_bench warm-up, ms")
     p.add_argument("--rep", type=float, default=100, help="do_bench repeats, ms")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--json", metavar="PATH",
+                   help="also write the results as JSON (rewritten after every shape)")
     p.add_argument("--overhead", action="store_true",
                    help="only measure host time per call at a decode shape")
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("rmsnorm.bench needs a CUDA GPU (timing the interpreter means nothing)")
+    check_device("rmsnorm.bench")
     if args.overhead:
         print(overhead_table())
         return
@@ -186,10 +313,8 @@ def main(argv=None):
                 rows.append(run_shape(op, m, n, DTYPES[dt], args.peers, args.warmup,
                                       args.rep))
                 print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "rows": rows}, f, indent=1)
+                if args.json:  # a run cut short by a time limit keeps the shapes done
+                    write_json(args.json, rows)
     print(format_table(rows))
 
 

@@ -39,6 +39,7 @@ class Prepared:
             launch(*args, *self.constexprs.values())
             return
         compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps)
-        # CompiledKernel[grid] launches on the current device's current stream, as the JIT
-        # does; it takes every parameter, constexprs included, in order.
-        self.compiled[aligned] = compiled[(self.grid[0], 1, 1)]
+        if hasattr(compiled, "packed_metadata"):  # a CompiledKernel, not a wrapper's result
+            # CompiledKernel[grid] launches on the current device's current stream, as the
+            # JIT does; it takes every parameter, constexprs included, in order.
+            self.compiled[aligned] = compiled[(self.grid[0], 1, 1)]

@@ -1,11 +1,16 @@
 """Tuning sweep (GPU): times launch variants around the table's choice, shape by shape.
 
     python -m rmsnorm.sweep --op fwd add --shapes 16384x4096 1024x65536 --json sweep.json
+    python -m rmsnorm.sweep --op bwd --shapes 131072x128 16384x4096 1024x65536
 
 Coordinate descent from the table's launch: first the tile shape (rows per program, warps,
 weight in registers or re-read, pipelining stages), then programs per SM; the five fastest are
-timed again, longer. Each launch is
-checked against the recipe before it is timed. Results feed rmsnorm/configs.py by hand.
+timed again, longer. Each launch is checked before it is timed: forward launches against the
+recipe; backward launches (dx and dw) against the table's launch, itself checked against the
+recipe, within a tolerance, since dw's summation order depends on the launch. The backward is
+timed as a whole ops.backward call: programs per SM also sets how many dw partial rows its
+reduction reads. Each shape's winner is printed as a row of rmsnorm/configs.py's table
+(`_TILE[op]`, or `_LOOP[op]` for the loop path); results feed the table by hand.
 """
 
 import argparse
@@ -16,8 +21,8 @@ import sys
 import torch
 
 from rmsnorm import configs, ops, reference
-from rmsnorm.bench import DTYPES, EPS, bench_ms, copy_gbps, make_inputs, moved_elements, \
-    parse_shape
+from rmsnorm.bench import DTYPES, EPS, bench_ms, check_device, copy_gbps, make_grad, \
+    make_inputs, moved_elements, parse_shape, saved_rstd
 
 DEFAULT_SHAPES = [(524288, 128), (65536, 1024), (32768, 2048), (16384, 4096), (16384, 8192),
                   (8192, 16384), (4096, 32768), (1024, 65536), (256, 262144)]
@@ -45,37 +50,93 @@ def shape_candidates(base, n):
     for bn in (4096, 8192, 16384, 32768):
         for warps in _warps_for(bn):
             for stages in (1, 2, 3):
-                out.append(configs.Launch("loop", bn, 1, warps, stages, 2, False))
+                out.append(configs.Launch("loop", bn, 1, warps, stages, base.programs_per_sm,
+                                          False))
     return out
 
 
-PROGRAMS_PER_SM = {"tile": (4, 8, 16, 32, 64, 128), "loop": (1, 2, 3, 4, 6)}
-START_PROGRAMS_PER_SM = {"tile": 32, "loop": 2}
+# Programs per SM tried once the tile shape is chosen, and the value the tile search starts
+# from, for the forward ops and the backward. The backward's stay low: each program adds one
+# fp32 dw partial row to the reduction.
+PROGRAMS_PER_SM = {"fwd": {"tile": (4, 8, 16, 32, 64, 128), "loop": (1, 2, 3, 4, 6)},
+                   "bwd": {"tile": (1, 2, 4, 8, 16, 32), "loop": (1, 2, 3, 4)}}
+START_PROGRAMS_PER_SM = {"fwd": {"tile": 32, "loop": 2}, "bwd": {"tile": 8, "loop": 1}}
 
 
-def run(op, x, r, w, launch):
-    return ops.forward(x, w, EPS, residual=r, launch=launch)
+def _family(op):
+    return "bwd" if op == "bwd" else "fwd"
 
 
-def check(op, x, r, w, launch):
-    y, _, _ = run(op, x, r, w, launch)
+def mismatches(a, ref):
+    """Elements of a farther from ref than 2% plus 0.1% of ref's largest magnitude; a NaN is
+    always far. Wrong indexing or masking gives errors of the data's own size."""
+    a, ref = a.float(), ref.float()
+    tol = 0.02 * ref.abs() + 1e-3 * ref.abs().max()
+    return int((~((a - ref).abs() <= tol)).sum())
+
+
+def expect_close(what, **pairs):
+    """Raises unless every name=(result, reference) pair matches (see mismatches)."""
+    for name, (got, ref) in pairs.items():
+        bad = mismatches(got, ref)
+        if bad:
+            raise AssertionError(f"{what}: {name} wrong at {bad} elements")
+
+
+def forward_case(op, m, n, dtype):
+    """(table launch, run, check) of a forward op at one shape: run(launch) calls it with that
+    launch; check(launch) raises when the results are wrong."""
+    x, r, w = make_inputs(op, m, n, dtype)
     src = reference.residual_add(x, r) if r is not None else x
     ref = reference.contract_rms_norm(src, w, EPS)[0]
-    bad = (y.float() - ref.float()).abs() > 0.02 * ref.float().abs() + 1e-3
-    if bad.any():
-        raise AssertionError(f"{launch} gives wrong results at {int(bad.sum())} elements")
+
+    def run(launch):
+        return ops.forward(x, w, EPS, residual=r, launch=launch)
+
+    def check(launch):
+        expect_close("against the recipe", y=(run(launch)[0], ref))
+
+    table = configs.forward_launch(n, x.element_size(), r is not None, w.element_size())
+    return table, run, check
+
+
+def backward_case(m, n, dtype):
+    """(table launch, run, check) of the backward at one shape, as forward_case."""
+    x, _, w = make_inputs("bwd", m, n, dtype)
+    dy = make_grad(x)
+    rstd = saved_rstd(x, w)
+
+    def run(launch):
+        return ops.backward(dy, x, w, rstd, launch=launch)
+
+    table = configs.backward_launch(n, max(x.element_size(), dy.element_size()), False,
+                                    w.element_size())
+    dx_ref, dw_ref = run(table)
+    dx_recipe, dw_recipe = reference.contract_rms_norm_backward(dy, x, w, rstd)
+    expect_close(f"table launch {table} against the recipe", dx=(dx_ref, dx_recipe),
+                 dw=(dw_ref, dw_recipe))
+
+    def check(launch):
+        dx, dw = run(launch)
+        expect_close("against the table launch", dx=(dx, dx_ref), dw=(dw, dw_ref))
+
+    return table, run, check
 
 
 def sweep_shape(op, m, n, dtype, warmup, rep, log):
-    x, r, w = make_inputs(op, m, n, dtype)
-    nbytes = moved_elements(op, m, n) * x.element_size()
+    torch.cuda.empty_cache()  # the last shape's tensors died with its closures: free them
+    if op == "bwd":
+        table, run, check = backward_case(m, n, dtype)
+    else:
+        table, run, check = forward_case(op, m, n, dtype)
+    nbytes = moved_elements(op, m, n) * dtype.itemsize
     copy = copy_gbps(nbytes, warmup, rep)
     timed = {}
 
     def measure(launch):
         if launch not in timed:
-            check(op, x, r, w, launch)
-            timed[launch] = bench_ms(lambda: run(op, x, r, w, launch), warmup, rep)
+            check(launch)
+            timed[launch] = bench_ms(lambda: run(launch), warmup, rep)
             gbps = nbytes / timed[launch] / 1e6
             print(f"  {op} {m}x{n} {launch} {gbps:.0f} GB/s ({100 * gbps / copy:.1f}%)",
                   file=log, flush=True)
@@ -88,25 +149,23 @@ def sweep_shape(op, m, n, dtype, warmup, rep, log):
             print(f"  {launch}: {type(e).__name__}: {str(e)[:120]}", file=log)
             return float("inf")
 
-    table = configs.forward_launch(n, x.element_size(), op == "add")
+    family = _family(op)
     best = table
     measure(best)
-    start = dataclasses.replace(table, programs_per_sm=START_PROGRAMS_PER_SM[table.path])
+    start = dataclasses.replace(table,
+                                programs_per_sm=START_PROGRAMS_PER_SM[family][table.path])
     for cand in shape_candidates(start, n):
         if try_measure(cand) < measure(best):
             best = cand
-    for ppsm in PROGRAMS_PER_SM[best.path]:
+    for ppsm in PROGRAMS_PER_SM[family][best.path]:
         cand = dataclasses.replace(best, programs_per_sm=ppsm)
         if try_measure(cand) < measure(best):
             best = cand
     # Re-time the five fastest longer: single timings differ by a few percent.
     finalists = sorted(timed, key=timed.get)[:5]
     for launch in finalists:
-        timed[launch] = min(timed[launch], bench_ms(lambda: run(op, x, r, w, launch), warmup,
-                                                    3 * rep))
+        timed[launch] = min(timed[launch], bench_ms(lambda: run(launch), warmup, 3 * rep))
     best = min(finalists + [table], key=timed.get)
-    del x, r, w
-    torch.cuda.empty_cache()
 
     def gbps(launch):
         return nbytes / timed[launch] / 1e6
@@ -117,10 +176,26 @@ def sweep_shape(op, m, n, dtype, warmup, rep, log):
             "all": [dict(dataclasses.asdict(k), gbps=gbps(k)) for k in timed]}
 
 
+def configs_row(launch):
+    """A launch (as a dict) written as a row of configs._TILE[op] / _LOOP[op]."""
+    return "({block_n}, {rows}, {num_warps}, {num_stages}, {programs_per_sm}, " \
+        "{w_resident})".format(**launch)
+
+
+def result_line(res):
+    b = res["best"]
+    return (f"| {res['op']} | {res['M']} x {res['N']} | {res['copy_gbps']:.0f} | "
+            f"{res['table_gbps']:.0f} ({100 * res['table_gbps'] / res['copy_gbps']:.1f}) | "
+            f"{res['best_gbps']:.0f} ({100 * res['best_gbps'] / res['copy_gbps']:.1f}) | "
+            f"{b['path']} bn={b['block_n']} rows={b['rows']} w={b['num_warps']} "
+            f"st={b['num_stages']} ppsm={b['programs_per_sm']} wres={b['w_resident']} | "
+            f"{configs_row(b)} |")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m rmsnorm.sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--op", nargs="+", choices=["fwd", "add"], default=["fwd", "add"])
+    p.add_argument("--op", nargs="+", choices=["fwd", "add", "bwd"], default=["fwd", "add"])
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     p.add_argument("--shapes", nargs="+", type=parse_shape, default=DEFAULT_SHAPES,
                    metavar="MxN")
@@ -128,25 +203,20 @@ def main(argv=None):
     p.add_argument("--rep", type=float, default=40)
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("rmsnorm.sweep needs a CUDA GPU")
+    check_device("rmsnorm.sweep")
+    # Rows are printed as each shape finishes, so a run cut short keeps its table so far.
+    print("| op | M x N | copy GB/s | table GB/s (%) | best GB/s (%) | best launch | "
+          "configs row |")
+    print("|---|---|---|---|---|---|---|", flush=True)
     results = []
     for op in args.op:
         for m, n in args.shapes:
             res = sweep_shape(op, m, n, DTYPES[args.dtype], args.warmup, args.rep, sys.stderr)
             results.append(res)
+            print(result_line(res), flush=True)
             if args.json:
                 with open(args.json, "w") as f:
                     json.dump(results, f, indent=1)
-    print("| op | M x N | copy GB/s | table GB/s (%) | best GB/s (%) | best launch |")
-    print("|---|---|---|---|---|---|")
-    for res in results:
-        b = res["best"]
-        print(f"| {res['op']} | {res['M']} x {res['N']} | {res['copy_gbps']:.0f} | "
-              f"{res['table_gbps']:.0f} ({100 * res['table_gbps'] / res['copy_gbps']:.1f}) | "
-              f"{res['best_gbps']:.0f} ({100 * res['best_gbps'] / res['copy_gbps']:.1f}) | "
-              f"{b['path']} bn={b['block_n']} rows={b['rows']} w={b['num_warps']} "
-              f"st={b['num_stages']} ppsm={b['programs_per_sm']} wres={b['w_resident']} |")
 
 
 if __name__ == "__main__":

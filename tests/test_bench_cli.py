@@ -1,0 +1,87 @@
+"""The benchmark and sweep CLIs end to end at tiny shapes with a fake timer, on the CPU under
+Triton's interpreter or on the GPU: every op, eager peer and table column runs, so a GPU run
+does not die on plumbing. Timings are not checked; torch.compile peers are left out (slow)."""
+
+import itertools
+import json
+import re
+
+import pytest
+import torch
+
+from rmsnorm import bench, configs, sweep
+
+
+@pytest.fixture
+def fake_timer(monkeypatch, device):
+    monkeypatch.setattr(bench, "DEVICE", device)
+    ticks = itertools.count(1)
+
+    def bench_ms(fn, warmup=0, rep=0):
+        fn()
+        fn()  # twice: a graph kept with retain_graph must survive its first backward
+        return 1.0 / next(ticks)  # each launch "faster" than the last: the sweep moves on
+
+    monkeypatch.setattr(bench, "bench_ms", bench_ms)
+    monkeypatch.setattr(sweep, "bench_ms", bench_ms)
+
+
+def test_bench_measures_every_op_and_peer(fake_timer, tmp_path, capsys):
+    path = tmp_path / "bench.json"
+    bench.main(["--op", "fwd", "add", "bwd", "fwdbwd", "--shapes", "5x64", "--peers", "eager",
+                "--json", str(path)])
+    rows = {row["op"]: row for row in json.loads(path.read_text())["rows"]}
+    assert list(rows) == ["fwd", "add", "bwd", "fwdbwd"]
+    for row in rows.values():
+        assert all("us" in v for v in row["impls"].values()), row["impls"]
+        assert row["bytes"] == bench.MOVED[row["op"]] * 5 * 64 * 2
+    assert set(rows["bwd"]["impls"]) == {"rmsnorm", "torch_eager"}
+    assert set(rows["fwdbwd"]["impls"]) == {"rmsnorm", "torch_eager", "hf_eager"}
+    assert rows["bwd"]["dw_reduce_us"] > 0 and rows["bwd"]["dw_reduce_pct"] > 0
+    assert all("dw_reduce_us" not in rows[op] for op in ("fwd", "add", "fwdbwd"))
+    table = capsys.readouterr().out
+    assert "| dw reduce us (% bwd) |" in table and "fails" not in table
+
+
+def test_dw_reduction_replay_writes_the_backwards_dw(device, monkeypatch):
+    monkeypatch.setattr(bench, "DEVICE", device)
+    x, _, w = bench.make_inputs("bwd", 7, 48, torch.bfloat16)
+    dy = bench.make_grad(x)
+    rstd = bench.saved_rstd(x, w)
+    allocated = []
+    alloc = bench.ops.alloc
+    monkeypatch.setattr(bench.ops, "alloc", lambda *a: allocated.append(alloc(*a)) or
+                        allocated[-1])
+    replay = bench.dw_reduce_fn(dy, x, w, rstd)
+    dw = next(t for t in allocated if t.shape == w.shape)  # what the recorded call reduced into
+    dw.fill_(float("nan"))
+    replay()
+    assert torch.equal(dw, bench.ops.backward(dy, x, w, rstd)[1])
+
+
+@pytest.mark.parametrize("op, shape", [("fwd", "5x64"), ("add", "5x64"), ("bwd", "9x64"),
+                                       ("bwd", "3x100")])
+def test_sweep_prints_the_winner_as_a_configs_row(fake_timer, monkeypatch, tmp_path, capsys,
+                                                  op, shape):
+    # A few candidates only: on the GPU each new one is a kernel compile.
+    real = sweep.shape_candidates
+    monkeypatch.setattr(sweep, "shape_candidates", lambda base, n: real(base, n)[:2])
+    monkeypatch.setattr(sweep, "PROGRAMS_PER_SM", {"fwd": {"tile": (4,), "loop": (1,)},
+                                                   "bwd": {"tile": (2,), "loop": (2,)}})
+    path = tmp_path / "sweep.json"
+    with configs.max_tile(64):  # 3x100 takes the loop path
+        sweep.main(["--op", op, "--shapes", shape, "--json", str(path)])
+    best = json.loads(path.read_text())[0]["best"]
+    assert best["path"] == ("loop" if shape == "3x100" else "tile")
+    line = capsys.readouterr().out.splitlines()[-1]
+    row = re.search(r"\| \((\d+), (\d+), (\d+), (\d+), (\d+), (True|False)\) \|$", line)
+    assert row, line
+    fields = ("block_n", "rows", "num_warps", "num_stages", "programs_per_sm")
+    assert [int(v) for v in row.groups()[:5]] == [best[k] for k in fields]
+    assert row.group(6) == str(best["w_resident"])
+
+
+def test_mismatches_counts_wrong_and_nan_elements():
+    ref = torch.tensor([1.0, 2.0, -3.0, 4.0])
+    assert sweep.mismatches(ref * 1.01, ref) == 0
+    assert sweep.mismatches(torch.tensor([1.0, float("nan"), 3.0, 4.0]), ref) == 2
