@@ -91,25 +91,27 @@ _TILE = {
         (32768, 1, 16, 2, 64, False),
     ),
     # Backward: programs/SM also sets how many fp32 dw partial rows the reduction reads, so
-    # it stays small for wide rows. Rows wider than the last tile here take the loop.
+    # it stays small for wide rows. Rows wider than the last tile here take the loop. Swept
+    # (bf16, H200) at 128, 2048, 4096, 8192, 16384; the rows between keep about 16 elements
+    # per thread like their swept neighbours.
     "bwd": (
-        (16, 128, 4, 2, 8, True),
-        (32, 64, 4, 2, 8, True),
-        (64, 32, 4, 2, 8, True),
-        (128, 16, 4, 2, 8, True),
-        (256, 8, 4, 2, 8, True),
-        (512, 4, 4, 2, 4, True),
-        (1024, 2, 4, 2, 4, True),
-        (2048, 1, 4, 2, 4, True),
-        (4096, 1, 8, 2, 2, True),
-        (8192, 1, 16, 2, 1, True),
+        (16, 64, 2, 1, 8, True),
+        (32, 32, 2, 1, 8, True),
+        (64, 16, 2, 1, 8, True),
+        (128, 8, 2, 1, 8, True),
+        (256, 4, 2, 2, 8, True),
+        (512, 2, 2, 2, 8, True),
+        (1024, 1, 2, 3, 8, True),
+        (2048, 1, 2, 3, 4, True),
+        (4096, 1, 4, 3, 2, True),
+        (8192, 1, 8, 3, 1, True),
         (16384, 1, 16, 1, 1, False),
     ),
 }
 _LOOP = {
     "fwd": (8192, 1, 32, 1, 6, False),
     "add": (16384, 1, 32, 1, 6, False),
-    "bwd": (4096, 1, 8, 2, 1, False),
+    "bwd": (16384, 1, 32, 1, 1, False),
 }
 OPS = tuple(_TILE)
 
@@ -206,7 +208,8 @@ def _launch(op, n, elem_bytes, streams, weight_bytes, limit):
 
 def reduce_launch(partial_rows: int, n: int):
     """(block_p, block_c, num_warps) of the dw reduction over partial_rows x n fp32 partials:
-    column blocks narrow enough that about a hundred programs share the columns."""
+    column blocks narrow enough that about a hundred programs share the columns, and tall
+    enough that a program needs few steps down the partial rows (narrow rows have many)."""
     block_c = min(256, max(16, next_pow2(n) // 128))
-    block_p = max(1, min(64, next_pow2(partial_rows), 4096 // block_c))
-    return block_p, block_c, 4
+    block_p = max(1, min(next_pow2(partial_rows), 8192 // block_c))
+    return block_p, block_c, 8 if block_p * block_c >= 8192 else 4

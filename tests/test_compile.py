@@ -39,10 +39,20 @@ def run(fn, model, x, residual):
         [p.grad.clone() for p in model.parameters()]
 
 
-def assert_identical(a, b):
+# run()'s results that rmsnorm's kernels produce: y, s, the input gradients (through the
+# linear's matmul, the same aten call either way) and the two norms' weight gradients. The
+# linear's own weight and bias gradients are Inductor's reductions when compiled: close, but
+# summed in another order.
+OURS = (0, 1, 2, 3, 4, 7)
+
+
+def assert_identical(a, b, exact=range(100)):
     assert len(a) == len(b)
     for i, (u, v) in enumerate(zip(a, b)):
-        assert torch.equal(u, v), f"result {i} differs"
+        if i in exact:
+            assert torch.equal(u, v), f"result {i} differs"
+        else:
+            torch.testing.assert_close(u, v, rtol=1e-5, atol=1e-6)
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +74,7 @@ def test_compiled_block_matches_eager_forward_and_backward(device):
         randn((2, 3, N), torch.float32, device, seed + 1)
     eager = run(model, model, x, residual)
     compiled = torch.compile(model, fullgraph=True)
-    assert_identical(run(compiled, model, x, residual), eager)
+    assert_identical(run(compiled, model, x, residual), eager, exact=OURS)
     assert graph_breaks() == 0
 
 
@@ -150,4 +160,4 @@ def test_compile_reduce_overhead_matches_eager():
     compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
     for _ in range(3):  # cudagraph trees record on a later call; check the replays
         got = run(compiled, model, x, residual)
-    assert_identical(got, eager)
+    assert_identical(got, eager, exact=OURS)

@@ -32,3 +32,19 @@ def test_rows_past_two_to_the_31_elements(fused):
                           torch.arange(m - 4, m, device="cuda")])
         assert_matches_recipe(y[rows], *recipe_rms_norm(x[rows], w, 1e-6, 0.0, "llama"))
         assert not torch.isnan(y[-1]).any()
+
+
+def test_backward_past_two_to_the_31_elements():
+    from rmsnorm import ops
+    m, n = 2 ** 20, 2 ** 11 + 1
+    g = torch.Generator(device="cuda").manual_seed(32)
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
+    dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
+    w = (torch.randn(n, device="cuda", generator=g) * 0.5 + 1).to(torch.bfloat16)
+    _, _, rstd = ops.forward(x, w, return_rstd=True)
+    dx, _ = ops.backward(dy, x, w, rstd, need_dw=False)
+    rows = torch.tensor([0, 1, m // 2, m - 2, m - 1], device="cuda")
+    dx_ref, _ = reference.contract_rms_norm_backward(dy[rows], x[rows], w, rstd[rows])
+    # Same formula in fp32 from the same rstd; sums in another order: at most one bf16 step.
+    diff = (dx[rows].float() - dx_ref.float()).abs()
+    assert (diff <= dx_ref.float().abs() * 2 ** -7 + 1e-6).all()

@@ -9,7 +9,7 @@ one stored tensor is the gradient of both x and residual.
 
 Two paths, chosen by rmsnorm.configs (op "bwd"), like the forward:
 - `bwd_tile_kernel`: a row fits one tile; each program owns ROWS rows per step of a
-  persistent loop and keeps its dw partial in registers, written once at the end.
+  persistent loop and keeps its dw partial in registers, summed and written once at the end.
 - `bwd_loop_kernel`: longer rows; per row a first pass for mean(g * xhat) and a second pass
   (served mostly from L2) for dx, adding the row's dw contribution to the program's partial
   row in global memory.
@@ -65,7 +65,9 @@ def bwd_tile_kernel(
         w = _load_weight(W, cols, col_mask, offset, ACC)[None, :]
     else:
         w = offset
-    dw_acc = tl.zeros([BLOCK_N], ACC)
+    # Per-thread partial sums, one per element of the tile: rows are only summed (across
+    # warps) once, after the loop, not on every step.
+    dw_acc = tl.zeros([ROWS, BLOCK_N], ACC)
     n_blocks = tl.cdiv(M, ROWS)
     for blk in tl.range(pid, n_blocks, nprog, num_stages=NUM_STAGES):
         rows = tl.cast(blk, tl.int64) * ROWS + tl.arange(0, ROWS)
@@ -91,9 +93,9 @@ def bwd_tile_kernel(
         dx_at = _row_start(rows, H, sdx_o, sdx_i, TWO_LEVEL)[:, None] + cols[None, :]
         tl.store(DX + dx_at, round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=mask)
         if HAS_DW:
-            dw_acc += tl.sum(_dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16), axis=0)
+            dw_acc += _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
     if HAS_DW:
-        tl.store(DWP + tl.cast(pid, tl.int64) * N + cols, dw_acc, mask=col_mask)
+        tl.store(DWP + tl.cast(pid, tl.int64) * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
 
 
 @triton.jit
