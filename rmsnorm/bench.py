@@ -261,6 +261,12 @@ def run_shape(op, m, n, dtype, peers, warmup, rep):
             us = bench_ms(dw_reduce_fn(dy, x, w, saved_rstd(x, w)), warmup, rep) * 1e3
             row["dw_reduce_us"] = us
             row["dw_reduce_pct"] = 100 * us / row["impls"]["rmsnorm"]["us"]
+            # What dw costs inside the backward (partial rows written, then reduced): the
+            # same call without dw, timed the same way.
+            rstd = saved_rstd(x, w)
+            no_dw = bench_ms(lambda: ops.backward(dy, x, w, rstd, need_dw=False), warmup,
+                             rep) * 1e3
+            row["bwd_no_dw_us"] = no_dw
         except Exception as e:
             row["dw_reduce_error"] = _error(e)
     del x, r, w, dy, impls
@@ -274,7 +280,7 @@ def format_table(rows):
         names += [k for k in row["impls"] if k not in names]
     dw_column = any(row["op"] == "bwd" for row in rows)
     head = ["op", "dtype", "M x N", "copy GB/s"] + [f"{k} GB/s (%copy, us)" for k in names]
-    head += ["dw reduce us (% bwd)"] if dw_column else []
+    head += ["dw reduce us (% bwd); bwd without dw us"] if dw_column else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row["op"], row["dtype"], f"{row['M']} x {row['N']}",
@@ -289,7 +295,8 @@ def format_table(rows):
                 cells.append(f"{v['gbps']:.0f} ({v['pct_copy']:.1f}%, {v['us']:.1f})")
         if dw_column:
             if "dw_reduce_us" in row:
-                cells.append(f"{row['dw_reduce_us']:.1f} ({row['dw_reduce_pct']:.1f}%)")
+                cells.append(f"{row['dw_reduce_us']:.1f} ({row['dw_reduce_pct']:.1f}%); "
+                             f"no dw: {row.get('bwd_no_dw_us', float('nan')):.1f}")
             else:
                 cells.append("fails" if "dw_reduce_error" in row else "")
         lines.append("| " + " | ".join(cells) + " |")
