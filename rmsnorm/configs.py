@@ -34,6 +34,10 @@ class Launch:
     num_stages: int  # software pipelining depth of the program's loop
     programs_per_sm: int  # persistent grid: min(work items, SMs * programs_per_sm) programs
     w_resident: bool  # tile path: weight held in registers across rows, else re-read per row
+    # Backward tile path: the program's dw partial sums held in registers across its rows
+    # (written once), else added to its partial row in global memory (L2) after every step,
+    # which frees registers for wide rows. The loop path always does the latter.
+    dw_resident: bool = True
 
     def grid(self, m: int, sm_count: int) -> int:
         """Number of programs for m rows on a device with sm_count multiprocessors."""
@@ -56,11 +60,12 @@ class Rule:
     num_stages: int
     programs_per_sm: int
     w_resident: bool
+    dw_resident: bool = True
 
 
 # 2- and 4-byte elements share a row until sweeps say otherwise (SMEM_BUDGET trims stages);
 # 8-byte (float64) elements take half the rows. bf16 sweeps on an H200, 2026-11-29.
-#    block_n  rows  warps  stages  programs/SM  weight in registers
+#    block_n  rows  warps  stages  programs/SM  weight in registers  [dw in registers]
 _TILE = {
     "fwd": (
         (16, 128, 4, 3, 32, True),
@@ -202,7 +207,7 @@ def _launch(op, n, elem_bytes, streams, weight_bytes, limit):
                                  reloads_weight)
         return Launch(rule.path, width, rule.rows, warps,
                       _fit_stages(rule.num_stages, per_stage), rule.programs_per_sm,
-                      rule.w_resident)
+                      rule.w_resident, rule.dw_resident and rule.path == "tile")
     raise AssertionError(f"no launch rule for op={op} elem_bytes={elem_bytes}")
 
 

@@ -295,7 +295,8 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, 
     sizes = (plan.rows, shape[-1], plan.inner,
              *st["dy"], *st["x"], *st["dx"], *st.get("dres", (0, 0)))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
-                 W_RESIDENT=launch.w_resident, HAS_DRES=dres_meta is not None,
+                 W_RESIDENT=launch.w_resident, DW_RESIDENT=launch.dw_resident,
+                 HAS_DRES=dres_meta is not None,
                  HAS_W=w_dtype is not None,
                  HAS_DW=need_dw, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED)

@@ -33,25 +33,35 @@ def _warps_for(elements):
     return [w for w in (1, 2, 4, 8, 16, 32) if 8 <= elements / (32 * w) <= 64]
 
 
-def shape_candidates(base, n):
+def shape_candidates(base, n, backward=False):
     """Launches around the table's: tile shape (rows per program, warps, weight in registers,
-    pipelining depth); for rows longer than a tile, the loop's tile width and depth."""
+    pipelining depth, and for the backward's wide rows dw partials in registers or not); for
+    rows longer than a tile, the loop's tile width and depth."""
     out = []
     if base.path == "tile":
+        dw_choices = (True, False) if backward and base.block_n >= 4096 else (True,)
+        # The backward holds two rows' worth (x and dy) per row: half the forward's tile.
+        limit = 16384 if backward else 32768
         for rows in sorted({max(1, base.rows // 2), base.rows, base.rows * 2}):
-            if rows * base.block_n > 32768:
+            if rows * base.block_n > max(limit, base.block_n):
                 continue
             for warps in _warps_for(rows * base.block_n):
                 for wres in ({True, False} if base.block_n >= 2048 else {True}):
                     for stages in (1, 2, 3):
-                        out.append(dataclasses.replace(base, rows=rows, num_warps=warps,
-                                                       w_resident=wres, num_stages=stages))
+                        for dwres in dw_choices:
+                            out.append(dataclasses.replace(
+                                base, rows=rows, num_warps=warps, w_resident=wres,
+                                num_stages=stages, dw_resident=dwres))
         return out
-    for bn in (4096, 8192, 16384, 32768):
-        for warps in _warps_for(bn):
-            for stages in (1, 2, 3):
-                out.append(configs.Launch("loop", bn, 1, warps, stages, base.programs_per_sm,
-                                          False))
+    # The backward's loop also takes several rows per step (one dw partial update for all).
+    for rows in ((1, 2, 4) if backward else (1,)):
+        for bn in (4096, 8192, 16384) if backward else (4096, 8192, 16384, 32768):
+            if rows * bn > (16384 if backward else 32768):
+                continue
+            for warps in _warps_for(rows * bn):
+                for stages in (1, 2) if backward else (1, 2, 3):
+                    out.append(configs.Launch("loop", bn, rows, warps, stages,
+                                              base.programs_per_sm, False))
     return out
 
 
@@ -154,7 +164,7 @@ def sweep_shape(op, m, n, dtype, warmup, rep, log):
     measure(best)
     start = dataclasses.replace(table,
                                 programs_per_sm=START_PROGRAMS_PER_SM[family][table.path])
-    for cand in shape_candidates(start, n):
+    for cand in shape_candidates(start, n, backward=family == "bwd"):
         if try_measure(cand) < measure(best):
             best = cand
     for ppsm in PROGRAMS_PER_SM[family][best.path]:
@@ -178,8 +188,10 @@ def sweep_shape(op, m, n, dtype, warmup, rep, log):
 
 def configs_row(launch):
     """A launch (as a dict) written as a row of configs._TILE[op] / _LOOP[op]."""
-    return "({block_n}, {rows}, {num_warps}, {num_stages}, {programs_per_sm}, " \
-        "{w_resident})".format(**launch)
+    row = "({block_n}, {rows}, {num_warps}, {num_stages}, {programs_per_sm}, " \
+        "{w_resident}".format(**launch)
+    in_registers = launch.get("dw_resident", True) or launch["path"] != "tile"
+    return row + (")" if in_registers else ", False)")  # the loop rows have no such column
 
 
 def result_line(res):
@@ -188,7 +200,8 @@ def result_line(res):
             f"{res['table_gbps']:.0f} ({100 * res['table_gbps'] / res['copy_gbps']:.1f}) | "
             f"{res['best_gbps']:.0f} ({100 * res['best_gbps'] / res['copy_gbps']:.1f}) | "
             f"{b['path']} bn={b['block_n']} rows={b['rows']} w={b['num_warps']} "
-            f"st={b['num_stages']} ppsm={b['programs_per_sm']} wres={b['w_resident']} | "
+            f"st={b['num_stages']} ppsm={b['programs_per_sm']} wres={b['w_resident']} "
+            f"dwres={b.get('dw_resident', True)} | "
             f"{configs_row(b)} |")
 
 

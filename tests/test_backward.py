@@ -254,3 +254,38 @@ def test_module_parameters_get_gradients(device):
     norm(x).square().sum().backward()
     assert norm.weight.grad is not None and x.grad is not None
     assert torch.isfinite(norm.weight.grad).all() and norm.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_dw_partials_kept_in_global_memory_equal_the_register_ones(device, fused):
+    # Wide rows keep the dw partial row in L2 instead of registers (configs: dw_resident).
+    seed = seed_of("dw-global", fused)
+    x, dy = randn((37, 50), torch.float32, device, seed), randn((37, 50), torch.float32,
+                                                                 device, seed + 2)
+    w = weight_for(50, torch.float32, device, seed)
+    dres = randn((37, 50), torch.float32, device, seed + 3) if fused else None
+    _, _, rstd = ops.forward(x, w, return_rstd=True)
+    launches = [configs.Launch("tile", 64, 4, 2, 1, 1, True, dw_resident=resident)
+                for resident in (True, False)]
+    (dx_r, dw_r), (dx_g, dw_g) = [ops.backward(dy, x, w, rstd, dresidual=dres, launch=launch)
+                                  for launch in launches]
+    assert torch.equal(dx_r, dx_g)
+    torch.testing.assert_close(dw_g, dw_r, rtol=1e-6, atol=1e-6)  # summed in another order
+    _, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd)
+    torch.testing.assert_close(dw_g, dw_c, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_looped_path_with_several_rows_per_step(device, fused):
+    # 7 rows, 2 per step: the last step is half masked; 50 columns in tiles of 16.
+    seed = seed_of("loop-rows", fused)
+    x, dy = randn((7, 50), torch.float32, device, seed), randn((7, 50), torch.float32,
+                                                               device, seed + 2)
+    w = weight_for(50, torch.float32, device, seed)
+    dres = randn((7, 50), torch.float32, device, seed + 3) if fused else None
+    _, _, rstd = ops.forward(x, w, return_rstd=True)
+    dx, dw = ops.backward(dy, x, w, rstd, dresidual=dres,
+                          launch=configs.Launch("loop", 16, 2, 1, 1, 1, False))
+    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, dresidual=dres)
+    torch.testing.assert_close(dx, dx_c, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(dw, dw_c, rtol=1e-5, atol=1e-5)

@@ -66,7 +66,8 @@ def test_sweep_prints_the_winner_as_a_configs_row(fake_timer, monkeypatch, tmp_p
                                                   op, shape):
     # A few candidates only: on the GPU each new one is a kernel compile.
     real = sweep.shape_candidates
-    monkeypatch.setattr(sweep, "shape_candidates", lambda base, n: real(base, n)[:2])
+    monkeypatch.setattr(sweep, "shape_candidates",
+                        lambda base, n, backward=False: real(base, n, backward)[:2])
     monkeypatch.setattr(sweep, "PROGRAMS_PER_SM", {"fwd": {"tile": (4,), "loop": (1,)},
                                                    "bwd": {"tile": (2,), "loop": (2,)}})
     path = tmp_path / "sweep.json"
@@ -75,11 +76,13 @@ def test_sweep_prints_the_winner_as_a_configs_row(fake_timer, monkeypatch, tmp_p
     best = json.loads(path.read_text())[0]["best"]
     assert best["path"] == ("loop" if shape == "3x100" else "tile")
     line = capsys.readouterr().out.splitlines()[-1]
-    row = re.search(r"\| \((\d+), (\d+), (\d+), (\d+), (\d+), (True|False)\) \|$", line)
+    row = re.search(r"\| \((\d+), (\d+), (\d+), (\d+), (\d+), (True|False)(, False)?\) \|$",
+                    line)
     assert row, line
     fields = ("block_n", "rows", "num_warps", "num_stages", "programs_per_sm")
     assert [int(v) for v in row.groups()[:5]] == [best[k] for k in fields]
     assert row.group(6) == str(best["w_resident"])
+    assert (row.group(7) is None) == (best["dw_resident"] or best["path"] == "loop")
 
 
 def test_mismatches_counts_wrong_and_nan_elements():

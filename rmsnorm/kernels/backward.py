@@ -9,10 +9,11 @@ one stored tensor is the gradient of both x and residual.
 
 Two paths, chosen by rmsnorm.configs (op "bwd"), like the forward:
 - `bwd_tile_kernel`: a row fits one tile; each program owns ROWS rows per step of a
-  persistent loop and keeps its dw partial in registers, summed and written once at the end.
-- `bwd_loop_kernel`: longer rows; per row a first pass for mean(g * xhat) and a second pass
-  (served mostly from L2) for dx, adding the row's dw contribution to the program's partial
-  row in global memory.
+  persistent loop and keeps its dw partial in registers, summed and written once at the end
+  (DW_RESIDENT), or, for wide rows, adds each step's sum to its partial row in global memory.
+- `bwd_loop_kernel`: longer rows; per ROWS rows a first pass for mean(g * xhat) and a
+  second pass (served mostly from L2) for dx, adding the rows' dw contribution to the
+  program's partial row in global memory.
 Each program writes exactly one partial row (DWP[pid, :N]); `dw_reduce_kernel` sums the rows
 in a fixed order, so dw (like dx) is bit-identical from run to run. No atomics.
 
@@ -52,7 +53,7 @@ def bwd_tile_kernel(
     sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdr_o, sdr_i,
     offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
-    W_RESIDENT: tl.constexpr,
+    W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr,
     HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
     LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr,
 ):
@@ -61,6 +62,7 @@ def bwd_tile_kernel(
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < N
+    partial = DWP + tl.cast(pid, tl.int64) * N + cols
     if HAS_W and W_RESIDENT:
         w = _load_weight(W, cols, col_mask, offset, ACC)[None, :]
     else:
@@ -93,9 +95,21 @@ def bwd_tile_kernel(
         dx_at = _row_start(rows, H, sdx_o, sdx_i, TWO_LEVEL)[:, None] + cols[None, :]
         tl.store(DX + dx_at, round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=mask)
         if HAS_DW:
-            dw_acc += _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
-    if HAS_DW:
-        tl.store(DWP + tl.cast(pid, tl.int64) * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+            term = _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
+            if DW_RESIDENT:
+                dw_acc += term
+            else:
+                # Wide rows: registers go to the row; the partial row stays in L2. The
+                # program's first step (grids never exceed the blocks) starts it from zero.
+                prev = tl.load(partial, mask=col_mask & (blk != pid), other=0.0,
+                               eviction_policy="evict_last")
+                tl.store(partial, prev + tl.sum(term, axis=0), mask=col_mask,
+                         eviction_policy="evict_last")
+                # Threads may store and later load one element under different layouts:
+                # make this step's stores visible to the whole program.
+                tl.debug_barrier()
+    if HAS_DW and DW_RESIDENT:
+        tl.store(partial, tl.sum(dw_acc, axis=0), mask=col_mask)
 
 
 @triton.jit
@@ -105,12 +119,12 @@ def bwd_loop_kernel(
     sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdr_o, sdr_i,
     offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
-    W_RESIDENT: tl.constexpr,
+    W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr,
     HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
     LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr,
 ):
-    # ROWS and W_RESIDENT belong to the shared signature; one row at a time, weight streamed.
-    tl.static_assert(ROWS == 1)
+    # W_RESIDENT and DW_RESIDENT belong to the shared signature: the weight is streamed with
+    # the rows and dw goes to the program's partial row in global memory, once per ROWS rows.
     offset = tl.cast(offset, tl.float32)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -120,49 +134,60 @@ def bwd_loop_kernel(
         # The partial row is accumulated in place below; a program with no rows leaves zeros.
         for start in tl.range(0, N, BLOCK_N):
             tl.store(partial + start + cols, tl.zeros([BLOCK_N], ACC), mask=start + cols < N)
-    for r in tl.range(pid, M, nprog):
-        row = tl.cast(r, tl.int64)
-        x_row = X + _row_start(row, H, sx_o, sx_i, TWO_LEVEL)
-        dy_row = DY + _row_start(row, H, sdy_o, sdy_i, TWO_LEVEL)
-        dx_row = DX + _row_start(row, H, sdx_o, sdx_i, TWO_LEVEL)
-        rstd = tl.load(RSTD + row)
+        tl.debug_barrier()  # the zeros are read back below, maybe by other threads
+    n_blocks = tl.cdiv(M, ROWS)
+    for blk in tl.range(pid, n_blocks, nprog):
+        rows = tl.cast(blk, tl.int64) * ROWS + tl.arange(0, ROWS)
+        row_mask = rows < M
+        x_rows = X + _row_start(rows, H, sx_o, sx_i, TWO_LEVEL)[:, None]
+        dy_rows = DY + _row_start(rows, H, sdy_o, sdy_i, TWO_LEVEL)[:, None]
+        dx_rows = DX + _row_start(rows, H, sdx_o, sdx_i, TWO_LEVEL)[:, None]
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)[:, None]
 
-        # Pass 1: mean(g * xhat) over the row.
-        acc = tl.zeros([BLOCK_N], ACC)
+        # Pass 1: mean(g * xhat) over each row.
+        acc = tl.zeros([ROWS, BLOCK_N], ACC)
         for start in tl.range(0, N, BLOCK_N, num_stages=NUM_STAGES):
             c = start + cols
-            m = c < N
-            v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
-            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
+            m = row_mask[:, None] & (c < N)[None, :]
+            v = tl.load(x_rows + c[None, :], mask=m, other=0.0,
+                        eviction_policy="evict_last").to(ACC)
+            dy = tl.load(dy_rows + c[None, :], mask=m, other=0.0,
+                         eviction_policy="evict_last").to(ACC)
             if HAS_W:
-                w = _load_weight(W, c, m, offset, ACC)
+                w = _load_weight(W, c, c < N, offset, ACC)[None, :]
             else:
                 w = offset
             acc += _scaled_grad(dy, w, HAS_W) * (v * rstd)
-        mean_gx = tl.sum(acc, axis=0) / N
+        mean_gx = (tl.sum(acc, axis=1) / N)[:, None]
 
         # Pass 2, last tile first (the likeliest still cached): dx and the dw partial.
         last = tl.cdiv(N, BLOCK_N) - 1
         for i in tl.range(0, last + 1, num_stages=NUM_STAGES):
             c = (last - i) * BLOCK_N + cols
-            m = c < N
-            v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
-            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
+            col_mask = c < N
+            m = row_mask[:, None] & col_mask[None, :]
+            v = tl.load(x_rows + c[None, :], mask=m, other=0.0,
+                        eviction_policy="evict_first").to(ACC)
+            dy = tl.load(dy_rows + c[None, :], mask=m, other=0.0,
+                         eviction_policy="evict_first").to(ACC)
             if HAS_W:
-                w = _load_weight(W, c, m, offset, ACC)
+                w = _load_weight(W, c, col_mask, offset, ACC)[None, :]
             else:
                 w = offset
             xhat = v * rstd
             dx = rstd * (_scaled_grad(dy, w, HAS_W) - xhat * mean_gx)
             if HAS_DRES:
-                dr_row = DRES + _row_start(row, H, sdr_o, sdr_i, TWO_LEVEL)
-                dx += tl.load(dr_row + c, mask=m, other=0.0,
+                dr_rows = DRES + _row_start(rows, H, sdr_o, sdr_i, TWO_LEVEL)[:, None]
+                dx += tl.load(dr_rows + c[None, :], mask=m, other=0.0,
                               eviction_policy="evict_first").to(ACC)
-            tl.store(dx_row + c, round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=m)
+            tl.store(dx_rows + c[None, :], round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=m)
             if HAS_DW:
-                term = _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
-                prev = tl.load(partial + c, mask=m, other=0.0, eviction_policy="evict_last")
-                tl.store(partial + c, prev + term, mask=m, eviction_policy="evict_last")
+                term = tl.sum(_dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16), axis=0)
+                prev = tl.load(partial + c, mask=col_mask, other=0.0,
+                               eviction_policy="evict_last")
+                tl.store(partial + c, prev + term, mask=col_mask, eviction_policy="evict_last")
+        if HAS_DW:
+            tl.debug_barrier()  # as above, for the next rows' read-modify-write
 
 
 @triton.jit
