@@ -116,7 +116,7 @@ _TILE = {
 _LOOP = {
     "fwd": (8192, 1, 32, 1, 6, False),
     "add": (16384, 1, 32, 1, 6, False),
-    "bwd": (16384, 1, 32, 1, 1, False),
+    "bwd": (4096, 4, 8, 2, 1, False),
 }
 OPS = tuple(_TILE)
 
