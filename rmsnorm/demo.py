@@ -86,10 +86,40 @@ def main():
                 times = [_time_us(fn, cuda) for fn in fns]
                 print(f"| {label} | {m} x {n} | {op} | {ulps:.2f} | {off} of {y.numel()} | "
                       + " | ".join(f"{t:.1f}" for t in times) + " |")
+        failures += _train_row(label, x, w, cuda)
     print("\ncorrectness:", "OK" if failures == 0 else f"{failures} FAILURES")
     print("recipe: HF LlamaRMSNorm (casting_mode='llama'); one bf16 rounding errs by up to "
           "2^-8 relative, llama rounds twice")
+    print("fwd+bwd: forward and backward through autograd; its error is the norm-wise relative "
+          "error of dx and dw against float64 autograd")
     return 1 if failures else 0
+
+
+def _train_row(label, x, w, cuda):
+    """One training step (forward + backward through autograd) against float64 autograd and
+    the same step with F.rms_norm and the HF recipe; returns 1 on a failure."""
+    import torch
+    import torch.nn.functional as F
+
+    import rmsnorm
+    from rmsnorm import reference
+
+    m, n = x.shape
+    dy = torch.randn(m, n, generator=torch.Generator().manual_seed(1)).to(x.dtype).to(x.device)
+
+    def step(norm, xs=x, ws=w, ds=dy):
+        xg, wg = xs.detach().requires_grad_(), ws.detach().requires_grad_()
+        return torch.autograd.grad(norm(xg, wg), (xg, wg), ds)
+
+    dx, dw = step(rmsnorm.rms_norm)
+    dx64, dw64 = step(reference.float64_rms_norm, x.double(), w.double(), dy.double())
+    err = max(((a.double() - b).norm() / b.norm()).item() for a, b in ((dx, dx64), (dw, dw64)))
+    times = [_time_us(lambda norm=norm: step(norm), cuda)
+             for norm in (rmsnorm.rms_norm, lambda a, b: F.rms_norm(a, (n,), b, 1e-6),
+                          reference.hf_llama_rms_norm)]
+    print(f"| {label} | {m} x {n} | fwd+bwd | {err / 2 ** -8:.2f} | - | "
+          + " | ".join(f"{t:.1f}" for t in times) + " |")
+    return int(not err <= 2 ** -8)
 
 
 if __name__ == "__main__":
