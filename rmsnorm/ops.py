@@ -277,7 +277,7 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
         if not need_dw:
             return None
         dw = alloc(weight.shape, weight.dtype, x.device)
-        _reduce_spec(programs, n, partials.dtype, dw.dtype)(partials, dw, programs, n)
+        _reduce_spec(programs, n, partials.dtype, dw.dtype, x.device)(partials, dw, programs, n)
     return dw
 
 
@@ -306,9 +306,9 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, 
 
 
 @functools.lru_cache(maxsize=1024)
-def _reduce_spec(partial_rows, n, partial_dtype, dw_dtype):
-    """The dw reduction over partial_rows x n partials. The dtypes are part of the key: the
-    compiled kernel Prepared reuses is specific to them."""
+def _reduce_spec(partial_rows, n, partial_dtype, dw_dtype, device):
+    """The dw reduction over partial_rows x n partials. The dtypes and the device are part of
+    the key: the compiled kernel Prepared reuses is specific to them."""
     block_p, block_c, warps = configs.reduce_launch(partial_rows, n)
     return _prepare(dw_reduce_kernel, -(-n // block_c), 2,
                     dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=INTERPRETED), warps)
