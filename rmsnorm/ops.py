@@ -206,7 +206,6 @@ def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual
     unless the caller opts in with dx_out=dy (dx then overwrites it: saves memory where
     nothing else needs dy).
     """
-    n = x.shape[-1]
     if dy.shape != x.shape:
         raise ValueError(f"dy has shape {tuple(dy.shape)}, expected {tuple(x.shape)}")
     if dresidual is not None and dresidual.shape != x.shape:

@@ -17,6 +17,16 @@ GRAD_RTOL = {torch.bfloat16: 2 ** -8, torch.float16: 2 ** -11, torch.float32: 1e
 RECIPE_RTOL = {torch.bfloat16: 2 ** -6, torch.float16: 2 ** -9, torch.float32: 1e-5}
 
 
+def backward_inputs(tag, shape, dtype, device, fused=False):
+    """Fresh x, weight, dy (and the fused add's d(residual_out)) and the forward's rstd."""
+    seed = seed_of("bwd-inputs", tag, shape, dtype, fused)
+    x, dy = randn(shape, dtype, device, seed), randn(shape, dtype, device, seed + 2)
+    w = weight_for(shape[-1], dtype, device, seed)
+    dres = randn(shape, dtype, device, seed + 3) if fused else None
+    _, _, rstd = ops.forward(x, w, return_rstd=True)
+    return x, w, dy, dres, rstd
+
+
 def rel_err(a, b):
     a, b = a.double().cpu(), b.double().cpu()
     return ((a - b).norm() / b.norm()).item()
@@ -199,13 +209,8 @@ def test_inplace_fused_add_under_autograd_matches_the_out_of_place_one(device):
 @pytest.mark.parametrize("n,max_tile", [(1000, None), (20, 8)])
 @pytest.mark.parametrize("fused", [False, True])
 def test_backward_is_bit_identical_from_run_to_run(device, n, max_tile, fused):
-    seed = seed_of("determinism", n, fused)
     m = 3000 if device == "cuda" else 24  # on the GPU: many programs, many partial rows
-    x, dy = randn((m, n), torch.bfloat16, device, seed), randn((m, n), torch.bfloat16,
-                                                                  device, seed + 2)
-    w = weight_for(n, torch.bfloat16, device, seed)
-    dres = randn((m, n), torch.bfloat16, device, seed + 3) if fused else None
-    _, _, rstd = ops.forward(x, w, return_rstd=True)
+    x, w, dy, dres, rstd = backward_inputs("determinism", (m, n), torch.bfloat16, device, fused)
     with configs.max_tile(max_tile or 1 << 20):
         first = ops.backward(dy, x, w, rstd, dresidual=dres)
         second = ops.backward(dy, x, w, rstd, dresidual=dres)
@@ -213,11 +218,7 @@ def test_backward_is_bit_identical_from_run_to_run(device, n, max_tile, fused):
 
 
 def test_dy_is_left_alone_unless_dx_is_written_into_it(device):
-    seed = seed_of("dy-kept")
-    x, dy = randn((9, 256), torch.bfloat16, device, seed), randn((9, 256), torch.bfloat16,
-                                                                  device, seed + 2)
-    w = weight_for(256, torch.bfloat16, device, seed)
-    _, _, rstd = ops.forward(x, w, return_rstd=True)
+    x, w, dy, _, rstd = backward_inputs("dy-kept", (9, 256), torch.bfloat16, device)
     dy_before = dy.clone()
     dx, dw = ops.backward(dy, x, w, rstd)
     assert torch.equal(dy, dy_before)
@@ -259,12 +260,7 @@ def test_module_parameters_get_gradients(device):
 @pytest.mark.parametrize("fused", [False, True])
 def test_dw_partials_kept_in_global_memory_equal_the_register_ones(device, fused):
     # Wide rows keep the dw partial row in L2 instead of registers (configs: dw_resident).
-    seed = seed_of("dw-global", fused)
-    x, dy = randn((37, 50), torch.float32, device, seed), randn((37, 50), torch.float32,
-                                                                 device, seed + 2)
-    w = weight_for(50, torch.float32, device, seed)
-    dres = randn((37, 50), torch.float32, device, seed + 3) if fused else None
-    _, _, rstd = ops.forward(x, w, return_rstd=True)
+    x, w, dy, dres, rstd = backward_inputs("dw-global", (37, 50), torch.float32, device, fused)
     launches = [configs.Launch("tile", 64, 4, 2, 1, 1, True, dw_resident=resident)
                 for resident in (True, False)]
     (dx_r, dw_r), (dx_g, dw_g) = [ops.backward(dy, x, w, rstd, dresidual=dres, launch=launch)
@@ -278,12 +274,7 @@ def test_dw_partials_kept_in_global_memory_equal_the_register_ones(device, fused
 @pytest.mark.parametrize("fused", [False, True])
 def test_looped_path_with_several_rows_per_step(device, fused):
     # 7 rows, 2 per step: the last step is half masked; 50 columns in tiles of 16.
-    seed = seed_of("loop-rows", fused)
-    x, dy = randn((7, 50), torch.float32, device, seed), randn((7, 50), torch.float32,
-                                                               device, seed + 2)
-    w = weight_for(50, torch.float32, device, seed)
-    dres = randn((7, 50), torch.float32, device, seed + 3) if fused else None
-    _, _, rstd = ops.forward(x, w, return_rstd=True)
+    x, w, dy, dres, rstd = backward_inputs("loop-rows", (7, 50), torch.float32, device, fused)
     dx, dw = ops.backward(dy, x, w, rstd, dresidual=dres,
                           launch=configs.Launch("loop", 16, 2, 1, 1, 1, False))
     dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, dresidual=dres)

@@ -29,6 +29,13 @@ class Block(nn.Module):
         return y, s
 
 
+def block_and_inputs(tag, m, device):
+    """A Block and fresh fp32 x and residual of m rows for it."""
+    seed = seed_of(tag)
+    return Block(N, device), randn((m, N), torch.float32, device, seed), \
+        randn((m, N), torch.float32, device, seed + 1)
+
+
 def run(fn, model, x, residual):
     """Outputs and all gradients of one forward + backward."""
     model.zero_grad(set_to_none=True)
@@ -68,10 +75,8 @@ def graph_breaks():
 
 
 def test_compiled_block_matches_eager_forward_and_backward(device):
-    model = Block(N, device)
-    seed = seed_of("compile-block")
-    x, residual = randn((2, 3, N), torch.float32, device, seed), \
-        randn((2, 3, N), torch.float32, device, seed + 1)
+    model, x, residual = block_and_inputs("compile-block", 6, device)
+    x, residual = x.view(2, 3, N), residual.view(2, 3, N)
     eager = run(model, model, x, residual)
     compiled = torch.compile(model, fullgraph=True)
     assert_identical(run(compiled, model, x, residual), eager, exact=OURS)
@@ -121,10 +126,7 @@ cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graph
 
 @cuda_only
 def test_cuda_graph_replay_of_forward_and_backward_matches_eager():
-    model = Block(N, "cuda")
-    seed = seed_of("cuda-graph")
-    x, residual = randn((64, N), torch.float32, "cuda", seed), \
-        randn((64, N), torch.float32, "cuda", seed + 1)
+    model, x, residual = block_and_inputs("cuda-graph", 64, "cuda")
     eager = run(model, model, x, residual)
     graphed = torch.cuda.make_graphed_callables(
         model, (x.clone().requires_grad_(), residual.clone().requires_grad_()))
@@ -152,10 +154,7 @@ def test_cuda_graph_capture_of_in_place_fused_add():
 
 @cuda_only
 def test_compile_reduce_overhead_matches_eager():
-    model = Block(N, "cuda")
-    seed = seed_of("reduce-overhead")
-    x, residual = randn((64, N), torch.float32, "cuda", seed), \
-        randn((64, N), torch.float32, "cuda", seed + 1)
+    model, x, residual = block_and_inputs("reduce-overhead", 64, "cuda")
     eager = run(model, model, x, residual)
     compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
     for _ in range(3):  # cudagraph trees record on a later call; check the replays

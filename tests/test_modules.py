@@ -1,6 +1,5 @@
 """RMSNorm and GemmaRMSNorm modules: drop-ins for HF's norms, state dicts included."""
 
-import pytest
 import torch
 
 import rmsnorm
