@@ -1,4 +1,5 @@
-"""CPU tensors without Triton's interpreter run DESIGN.md's contract in PyTorch ops."""
+"""CPU tensors without Triton's interpreter run DESIGN.md's contract, forward and backward, in
+PyTorch ops."""
 
 import os
 import subprocess
@@ -22,6 +23,16 @@ SCRIPT = textwrap.dedent("""
     y, s = rmsnorm.fused_add_rms_norm(x, r, w, inplace=True)
     assert s is r
     assert torch.equal(y, reference.hf_llama_rms_norm(s, w))
+    # Training too: the contract's backward formulas, against float64 autograd.
+    xd = torch.randn(5, 64, generator=g, dtype=torch.float64, requires_grad=True)
+    wd = torch.randn(64, generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: rmsnorm.rms_norm(a, b, offset=0.5), (xd, wd))
+    xg, wg = x.float().requires_grad_(), w.float().requires_grad_()
+    dy = torch.randn(33, 300, generator=g)
+    got = torch.autograd.grad(rmsnorm.rms_norm(xg, wg, casting_mode="gemma"), (xg, wg), dy)
+    want = torch.autograd.grad(reference.torch_rms_norm(xg, wg), (xg, wg), dy)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     print("ok")
 """)
 
