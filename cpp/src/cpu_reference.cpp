@@ -1,0 +1,170 @@
+// The CPU reference: DESIGN.md's contract element by element, rounding exactly where the
+// contract rounds, summing in fp32 (as the contract) or fp64 (a more exact reference).
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "errors.hpp"
+#include "rmsnorm/rmsnorm.h"
+#include "validate.hpp"
+
+namespace rmsnorm::detail {
+namespace {
+
+float load(const void* base, rmsnorm_dtype dtype, int64_t index) {
+    switch (dtype) {
+        case RMSNORM_F32:
+            return static_cast<const float*>(base)[index];
+        case RMSNORM_F16:
+            return rmsnorm_f16_to_float(static_cast<const uint16_t*>(base)[index]);
+        case RMSNORM_BF16:
+            return rmsnorm_bf16_to_float(static_cast<const uint16_t*>(base)[index]);
+    }
+    return NAN;
+}
+
+void store(void* base, rmsnorm_dtype dtype, int64_t index, float value) {
+    switch (dtype) {
+        case RMSNORM_F32:
+            static_cast<float*>(base)[index] = value;
+            return;
+        case RMSNORM_F16:
+            static_cast<uint16_t*>(base)[index] = rmsnorm_float_to_f16(value);
+            return;
+        case RMSNORM_BF16:
+            static_cast<uint16_t*>(base)[index] = rmsnorm_float_to_bf16(value);
+            return;
+    }
+}
+
+// One rounding to dtype, back in float.
+float round_to(rmsnorm_dtype dtype, float value) {
+    switch (dtype) {
+        case RMSNORM_F32:
+            return value;
+        case RMSNORM_F16:
+            return rmsnorm_f16_to_float(rmsnorm_float_to_f16(value));
+        case RMSNORM_BF16:
+            return rmsnorm_bf16_to_float(rmsnorm_float_to_bf16(value));
+    }
+    return NAN;
+}
+
+// Element j of row i of a row set.
+struct Row {
+    const rmsnorm_rows& rows;
+    int64_t i;
+    float get(int64_t j) const { return load(rows.data, rows.dtype, i * rows.stride + j); }
+    void set(int64_t j, float v) const { store(rows.data, rows.dtype, i * rows.stride + j, v); }
+};
+
+float weight_at(const void* weight, rmsnorm_dtype dtype, int64_t j, float offset) {
+    return weight == nullptr ? 1.0f : load(weight, dtype, j) + offset;
+}
+
+// 1 / rms of values the caller sums: sum of squares in Acc, then rsqrt in fp32 (fp32 sum) or
+// fp64 (fp64 sum) as the contract's rsqrt(sum / n + eps).
+template <typename Acc>
+float inv_rms(Acc sum_sq, int64_t n, float eps) {
+    const Acc mean = sum_sq / static_cast<Acc>(n) + static_cast<Acc>(eps);
+    return static_cast<float>(Acc(1) / std::sqrt(mean));
+}
+
+template <typename Acc>
+void forward_rows(const rmsnorm_forward_args& a) {
+    const bool fused = a.residual.data != nullptr;
+    const rmsnorm_rows& input = fused ? a.residual_out : a.x;  // what is normalized
+    for (int64_t i = 0; i < a.rows; ++i) {
+        const Row x{a.x, i}, in{input, i}, y{a.y, i};
+        Acc sum_sq = 0;
+        for (int64_t j = 0; j < a.n; ++j) {
+            float v = x.get(j);
+            if (fused) {
+                // Read the residual before writing the sum: residual_out may be residual.
+                v = round_to(a.residual.dtype, v + Row{a.residual, i}.get(j));
+                in.set(j, v);
+            }
+            sum_sq += static_cast<Acc>(v) * static_cast<Acc>(v);
+        }
+        const float r = inv_rms(sum_sq, a.n, a.eps);
+        if (a.rstd != nullptr) a.rstd[i] = r;
+        for (int64_t j = 0; j < a.n; ++j) {
+            const float v = in.get(j);
+            float out;
+            if (a.weight == nullptr) {
+                out = v * r;
+            } else if (a.casting_mode == RMSNORM_LLAMA) {
+                out =
+                    round_to(input.dtype, v * r) * weight_at(a.weight, a.weight_dtype, j, a.offset);
+            } else {
+                out = v * r * weight_at(a.weight, a.weight_dtype, j, a.offset);
+            }
+            y.set(j, out);
+        }
+    }
+}
+
+template <typename Acc>
+void backward_rows(const rmsnorm_backward_args& a) {
+    const bool want_dw = a.dw != nullptr;
+    std::vector<Acc> dw(want_dw ? static_cast<size_t>(a.n) : 0, Acc(0));
+    for (int64_t i = 0; i < a.rows; ++i) {
+        const Row dy{a.dy, i}, x{a.x, i}, dx{a.dx, i};
+        const Acc r = a.rstd[i];
+        Acc sum_gx = 0;
+        for (int64_t j = 0; j < a.n; ++j) {
+            const Acc g = Acc(dy.get(j)) * Acc(weight_at(a.weight, a.weight_dtype, j, a.offset));
+            sum_gx += g * (Acc(x.get(j)) * r);
+        }
+        const Acc mean_gx = sum_gx / static_cast<Acc>(a.n);
+        for (int64_t j = 0; j < a.n; ++j) {
+            // Read everything of element j before writing dx: dx may be dy.
+            const Acc g_dy = Acc(dy.get(j));
+            const Acc xhat = Acc(x.get(j)) * r;
+            const Acc g = g_dy * Acc(weight_at(a.weight, a.weight_dtype, j, a.offset));
+            Acc d = r * (g - xhat * mean_gx);
+            if (a.dresidual.data != nullptr) d += Acc(Row{a.dresidual, i}.get(j));
+            if (want_dw) {
+                const Acc seen = a.casting_mode == RMSNORM_LLAMA
+                                     ? Acc(round_to(a.x.dtype, static_cast<float>(xhat)))
+                                     : xhat;
+                dw[static_cast<size_t>(j)] += g_dy * seen;
+            }
+            dx.set(j, static_cast<float>(d));
+        }
+    }
+    for (int64_t j = 0; j < (want_dw ? a.n : 0); ++j) {
+        store(a.dw, a.weight_dtype, j, static_cast<float>(dw[static_cast<size_t>(j)]));
+    }
+}
+
+}  // namespace
+}  // namespace rmsnorm::detail
+
+extern "C" {
+
+rmsnorm_status rmsnorm_cpu_forward(const rmsnorm_forward_args* args) {
+    using namespace rmsnorm::detail;
+    const rmsnorm_status status = validate(args);
+    if (status != RMSNORM_SUCCESS) return status;
+    if (args->accumulation == RMSNORM_ACCUMULATE_F64) {
+        forward_rows<double>(*args);
+    } else {
+        forward_rows<float>(*args);
+    }
+    return succeed();
+}
+
+rmsnorm_status rmsnorm_cpu_backward(const rmsnorm_backward_args* args) {
+    using namespace rmsnorm::detail;
+    const rmsnorm_status status = validate(args);
+    if (status != RMSNORM_SUCCESS) return status;
+    if (args->accumulation == RMSNORM_ACCUMULATE_F64) {
+        backward_rows<double>(*args);
+    } else {
+        backward_rows<float>(*args);
+    }
+    return succeed();
+}
+
+}  // extern "C"

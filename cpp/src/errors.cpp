@@ -1,0 +1,38 @@
+#include "errors.hpp"
+
+#include <utility>
+
+namespace rmsnorm::detail {
+namespace {
+thread_local std::string last_error;
+}
+
+rmsnorm_status fail(rmsnorm_status status, std::string message) {
+    last_error = std::move(message);
+    return status;
+}
+
+rmsnorm_status succeed() {
+    last_error.clear();
+    return RMSNORM_SUCCESS;
+}
+
+}  // namespace rmsnorm::detail
+
+extern "C" {
+
+const char* rmsnorm_status_string(rmsnorm_status status) {
+    switch (status) {
+        case RMSNORM_SUCCESS:
+            return "success";
+        case RMSNORM_ERROR_INVALID_ARGUMENT:
+            return "invalid argument";
+        case RMSNORM_ERROR_NOT_IMPLEMENTED:
+            return "not implemented";
+    }
+    return "unknown status";
+}
+
+const char* rmsnorm_last_error(void) { return rmsnorm::detail::last_error.c_str(); }
+
+}  // extern "C"
