@@ -65,16 +65,35 @@ double inv_rms64(const Tensor& x, int64_t i, double eps) {
     return 1.0 / std::sqrt(sum / double(x.n) + eps);
 }
 
+// Forward arguments over all of x's rows, into y; the rest empty.
+rmsnorm_forward_args forward_of(Tensor& x, Tensor& y) {
+    auto args = rmsnorm::forward_args();
+    args.rows = x.rows;
+    args.n = x.n;
+    args.x = x.view();
+    args.y = y.view();
+    return args;
+}
+
+// Backward arguments over all of x's rows from the forward's rstd; the rest empty.
+rmsnorm_backward_args backward_of(Tensor& dy, Tensor& x, Tensor& dx,
+                                  const std::vector<float>& rstd) {
+    auto args = rmsnorm::backward_args();
+    args.rows = x.rows;
+    args.n = x.n;
+    args.dy = dy.view();
+    args.x = x.view();
+    args.dx = dx.view();
+    args.rstd = rstd.data();
+    return args;
+}
+
 TEST(CpuForward, GivesHandComputedValues) {
     Tensor x(RMSNORM_F32, 1, 2), y(RMSNORM_F32, 1, 2);
     x.set(0, 0, 3.0f);
     x.set(0, 1, 4.0f);
     std::vector<float> rstd(1);
-    auto args = rmsnorm::forward_args();
-    args.rows = 1;
-    args.n = 2;
-    args.x = x.view();
-    args.y = y.view();
+    auto args = forward_of(x, y);
     args.rstd = rstd.data();
     args.eps = 0.0f;
     rmsnorm::cpu_forward(args);
@@ -109,11 +128,7 @@ TEST_P(CpuForwardDtypes, MatchesFloat64AndTheContractsRoundings) {
     x.fill_random(gen, 3.0f);
     w.fill_random(gen, 0.5f, 1.0f);
     std::vector<float> rstd(rows);
-    auto args = rmsnorm::forward_args();
-    args.rows = rows;
-    args.n = n;
-    args.x = x.view();
-    args.y = y.view();
+    auto args = forward_of(x, y);
     args.weight = w.data();
     args.weight_dtype = dtype;
     args.rstd = rstd.data();
@@ -147,11 +162,7 @@ TEST(CpuForward, SquaresF16InputsInFp32) {
     // 300^2 overflows f16; the sum of squares is fp32, so the row is fine.
     Tensor x(RMSNORM_F16, 1, 4), y(RMSNORM_F16, 1, 4);
     for (int j = 0; j < 4; ++j) x.set(0, j, 300.0f);
-    auto args = rmsnorm::forward_args();
-    args.rows = 1;
-    args.n = 4;
-    args.x = x.view();
-    args.y = y.view();
+    auto args = forward_of(x, y);
     rmsnorm::cpu_forward(args);
     for (int j = 0; j < 4; ++j) EXPECT_NEAR(y.get(0, j), 1.0f, 1e-3f);
 }
@@ -163,13 +174,9 @@ TEST(CpuForward, FusedAddWritesTheRoundedSumInPlaceAndNormalizesIt) {
     x.fill_random(gen);
     residual.fill_random(gen, 4.0f);
     const Tensor before = residual;
-    auto args = rmsnorm::forward_args();
-    args.rows = rows;
-    args.n = n;
-    args.x = x.view();
+    auto args = forward_of(x, y);
     args.residual = residual.view();
     args.residual_out = residual.view();  // in place
-    args.y = y.view();
     args.casting_mode = RMSNORM_GEMMA;
     rmsnorm::cpu_forward(args);
     for (int64_t i = 0; i < rows; ++i) {
@@ -188,11 +195,7 @@ TEST(CpuForward, Fp64AccumulationAgreesWithFp32) {
     std::mt19937 gen(9);
     Tensor x(RMSNORM_F32, 3, 4096), y32(RMSNORM_F32, 3, 4096), y64(RMSNORM_F32, 3, 4096);
     x.fill_random(gen);
-    auto args = rmsnorm::forward_args();
-    args.rows = 3;
-    args.n = 4096;
-    args.x = x.view();
-    args.y = y32.view();
+    auto args = forward_of(x, y32);
     rmsnorm::cpu_forward(args);
     args.y = y64.view();
     args.accumulation = RMSNORM_ACCUMULATE_F64;
@@ -230,11 +233,7 @@ TEST_P(CpuBackwardDtypes, MatchesFloat64Gradients) {
     w.fill_random(gen, 0.5f, 1.0f);
     dy.fill_random(gen);
     std::vector<float> rstd(rows), dw(n);
-    auto fwd = rmsnorm::forward_args();
-    fwd.rows = rows;
-    fwd.n = n;
-    fwd.x = x.view();
-    fwd.y = y.view();
+    auto fwd = forward_of(x, y);
     fwd.weight = w.data();
     fwd.weight_dtype = RMSNORM_F32;
     fwd.rstd = rstd.data();
@@ -242,13 +241,7 @@ TEST_P(CpuBackwardDtypes, MatchesFloat64Gradients) {
     fwd.casting_mode = RMSNORM_GEMMA;
     rmsnorm::cpu_forward(fwd);
 
-    auto bwd = rmsnorm::backward_args();
-    bwd.rows = rows;
-    bwd.n = n;
-    bwd.dy = dy.view();
-    bwd.x = x.view();
-    bwd.dx = dx.view();
-    bwd.rstd = rstd.data();
+    auto bwd = backward_of(dy, x, dx, rstd);
     bwd.weight = w.data();
     bwd.weight_dtype = RMSNORM_F32;
     bwd.dw = dw.data();
@@ -284,13 +277,7 @@ TEST(CpuBackward, FusedAddGradientIncludesTheResidualsAndMayOverwriteDy) {
     dres.fill_random(gen);
     std::vector<float> rstd(rows);
     for (int64_t i = 0; i < rows; ++i) rstd[static_cast<size_t>(i)] = float(inv_rms64(s, i, 1e-6));
-    auto bwd = rmsnorm::backward_args();
-    bwd.rows = rows;
-    bwd.n = n;
-    bwd.dy = dy.view();
-    bwd.x = s.view();
-    bwd.dx = dx_plain.view();
-    bwd.rstd = rstd.data();
+    auto bwd = backward_of(dy, s, dx_plain, rstd);
     rmsnorm::cpu_backward(bwd);
     bwd.dresidual = dres.view();
     bwd.dx = dy.view();  // the caller's explicit choice: dx over dy
@@ -312,13 +299,7 @@ TEST(CpuBackward, LlamaWeightGradientSeesTheRoundedNormalizedInput) {
     dy.fill_random(gen);
     std::vector<float> w(n, 1.0f), dw(n), rstd(rows);
     for (int64_t i = 0; i < rows; ++i) rstd[static_cast<size_t>(i)] = float(inv_rms64(x, i, 1e-6));
-    auto bwd = rmsnorm::backward_args();
-    bwd.rows = rows;
-    bwd.n = n;
-    bwd.dy = dy.view();
-    bwd.x = x.view();
-    bwd.dx = dx.view();
-    bwd.rstd = rstd.data();
+    auto bwd = backward_of(dy, x, dx, rstd);
     bwd.weight = w.data();
     bwd.weight_dtype = RMSNORM_F32;
     bwd.dw = dw.data();
