@@ -13,10 +13,21 @@ if ! command -v cmake >/dev/null; then
     echo "rmsnorm: C++ tests SKIPPED: cmake not found" >&2
     exit 0
 fi
-# A machine without network (the GPU machine) fails the install once; the marker keeps later
-# runs from waiting on apt again.
+# Debian's mirror answering within seconds is the sign apt can work (the GPU machine has no
+# network: it would wait on apt's timeouts); a failed install is not retried (the marker).
 marker="$ROOT/build/.gtest-install-failed"
-if ! have_gtest && [ ! -e "$marker" ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+mirror_reachable() {
+    local url host port
+    url=$(grep -hE '^[[:space:]]*(deb|URIs:)' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+              /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -oE 'https?://[^/ ]+' | head -n 1)
+    url=${url:-http://deb.debian.org}
+    host=${url#*://}
+    port=80
+    [ "${url%%://*}" = https ] && port=443
+    timeout 5 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null
+}
+if ! have_gtest && [ ! -e "$marker" ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ] &&
+    mirror_reachable; then
     echo "rmsnorm: installing libgtest-dev (first use)" >&2
     timeout 30 apt-get install -y -q libgtest-dev >/dev/null 2>&1 ||
         { timeout 30 apt-get update -q >/dev/null 2>&1 &&
