@@ -16,7 +16,7 @@ cast eps and offset). rstd is only written when a backward will need it (save_rs
 public functions decide from requires_grad.
 """
 
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -152,9 +152,6 @@ def _add_grads(ctx, dy, dsum, backward):
 
 fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
 add_fwd.register_autograd(_add_fwd_backward, setup_context=_add_fwd_setup)
-
-OPS: List[object] = [fwd, add_fwd, fwd_into, bwd]
-
 
 class EagerNorm(torch.autograd.Function):
     """rms_norm under eager autograd: the same kernels and formulas as the `fwd` op, without

@@ -258,12 +258,12 @@ def run_shape(op, m, n, dtype, peers, warmup, rep):
                               "pct_copy": 100 * gbps / row["copy_gbps"]}
     if op == "bwd" and "us" in row["impls"]["rmsnorm"]:
         try:
-            us = bench_ms(dw_reduce_fn(dy, x, w, saved_rstd(x, w)), warmup, rep) * 1e3
+            rstd = saved_rstd(x, w)
+            us = bench_ms(dw_reduce_fn(dy, x, w, rstd), warmup, rep) * 1e3
             row["dw_reduce_us"] = us
             row["dw_reduce_pct"] = 100 * us / row["impls"]["rmsnorm"]["us"]
             # What dw costs inside the backward (partial rows written, then reduced): the
             # same call without dw, timed the same way.
-            rstd = saved_rstd(x, w)
             no_dw = bench_ms(functools.partial(ops.backward, dy, x, w, rstd, need_dw=False),
                              warmup, rep) * 1e3
             row["bwd_no_dw_us"] = no_dw

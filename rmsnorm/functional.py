@@ -20,11 +20,12 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
     x.dtype (HF GemmaRMSNorm, torch.nn.functional.rms_norm). `out` may alias x; it is not
     differentiable.
     """
-    llama = _llama(casting_mode)
     grad, compiling = _needs_grad(x, weight), torch.compiler.is_compiling()
     if grad or compiling:
-        # The ops' schemas take any float; the errors must still name the argument.
+        # The ops take a bool and any float; the errors must still name the argument. (The
+        # plain route below leaves the checks to ops.forward.)
         validation.check_scalars(eps, offset, casting_mode, weight)
+    llama = casting_mode == "llama"
     if grad:
         _no_out_under_autograd(out=out)
         if compiling:
@@ -48,10 +49,10 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     gradient of s; inplace=True then costs one extra copy into residual (autograd must see the
     update), and `out` is not supported.
     """
-    llama = _llama(casting_mode)
     grad, compiling = _needs_grad(x, residual, weight), torch.compiler.is_compiling()
     if grad or compiling:
         validation.check_scalars(eps, offset, casting_mode, weight)
+    llama = casting_mode == "llama"
     if grad:
         _no_out_under_autograd(out=out)
         if compiling:
@@ -67,8 +68,8 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
             y, s, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, False)
             return y, s
         if out is None:
-            out = torch.empty(x.shape, dtype=_out_dtype(residual, weight, casting_mode),
-                              device=x.device)
+            out = torch.empty(x.shape, device=x.device, dtype=reference.output_dtype(
+                residual.dtype, weight, casting_mode))
         s = residual if inplace else torch.empty_like(residual,
                                                       memory_format=torch.contiguous_format)
         autograd.fwd_into(x, residual, weight, out, s, eps, offset, llama)
@@ -83,18 +84,7 @@ def _needs_grad(*tensors):
         isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
-def _llama(casting_mode):
-    if casting_mode not in validation.CASTING_MODES:
-        raise ValueError(f"casting_mode must be one of {validation.CASTING_MODES}, got "
-                         f"{casting_mode!r}")
-    return casting_mode == "llama"
-
-
 def _no_out_under_autograd(out):
     if out is not None:
         raise RuntimeError("out= is not differentiable: an input requires grad; call without "
                            "out (or under torch.no_grad())")
-
-
-def _out_dtype(residual, weight, casting_mode):
-    return reference.output_dtype(residual.dtype, weight, casting_mode)
