@@ -194,7 +194,7 @@ def dw_reduce_fn(dy, x, w, rstd):
                            f"{[tuple(t.shape) for t in partials]}")
     partials = partials[0]
     programs, n = partials.shape
-    block_p, block_c, warps = configs.reduce_launch(programs, n)
+    block_p, block_c, warps = configs.reduce_launch(n)
     kernel = dw_reduce_kernel[(-(-n // block_c),)]
     return lambda: kernel(partials, dw, programs, n, BLOCK_P=block_p, BLOCK_C=block_c,
                           SOFT_BF16=ops.INTERPRETED, num_warps=warps)

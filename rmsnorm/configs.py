@@ -19,10 +19,21 @@ import functools
 # Largest row, in elements, held in one tile; longer rows take the looped path. Above this the
 # fp32 copy of the row no longer fits the registers of one program.
 MAX_TILE = {2: 32768, 4: 32768, 8: 8192}
-# Shared memory the pipelined loads of one program may take (of 227 KB on sm_90): deeper
-# pipelines are cut back one stage at a time. The table is tuned for sm_90; smaller parts
-# (99 KB on sm_89) need their own budget.
-SMEM_BUDGET = 200 * 1024
+# Narrowest tile: shorter rows are masked. One floor keeps tiny rows off a family of
+# specializations of their own (the AOT build compiles every one).
+MIN_TILE = 16
+# Shared memory a block may take on each GPU arch (the opt-in maximum), by compute capability;
+# archs not listed take the smallest. The pipelined loads of one program may take all but
+# SMEM_MARGIN of it (Triton's own scratch, e.g. for reductions, needs the rest): deeper
+# pipelines are cut back one stage at a time. The table itself is tuned on sm_90.
+SMEM_LIMIT = {80: 166912, 87: 166912, 90: 232448, 100: 232448, 103: 232448}
+SMEM_LIMIT_DEFAULT = 101376  # sm_86, sm_89, sm_120: 99 KB
+SMEM_MARGIN = 27 * 1024
+DEFAULT_ARCH = 90  # what the interpreter and the CPU assume
+
+
+def smem_budget(arch: int) -> int:
+    return SMEM_LIMIT.get(arch, SMEM_LIMIT_DEFAULT) - SMEM_MARGIN
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +74,7 @@ class Rule:
     dw_resident: bool = True
 
 
-# 2- and 4-byte elements share a row until sweeps say otherwise (SMEM_BUDGET trims stages);
+# 2- and 4-byte elements share a row until sweeps say otherwise (smem_budget trims stages);
 # 8-byte (float64) elements take half the rows. bf16 sweeps on an H200, 2026-11-29.
 #    block_n  rows  warps  stages  programs/SM  weight in registers  [dw in registers]
 _TILE = {
@@ -162,35 +173,44 @@ def _stage_bytes(width, rows, elem_bytes, weight_bytes, streams, reloads_weight)
     return width * (rows * elem_bytes * streams + (weight_bytes if reloads_weight else 0))
 
 
-def _fit_stages(stages, per_stage):
-    while stages > 1 and (stages - 1) * per_stage > SMEM_BUDGET:
+def _fit_stages(stages, per_stage, budget):
+    while stages > 1 and (stages - 1) * per_stage > budget:
         stages -= 1
     return stages
 
 
-def forward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0) -> Launch:
+def forward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
+                   arch: int = DEFAULT_ARCH) -> Launch:
     """The launch for rows of n elements of elem_bytes bytes (the widest of x and residual),
-    plain or fused-add forward; weight_bytes is the weight's element size (0: no weight)."""
+    plain or fused-add forward; weight_bytes is the weight's element size (0: no weight);
+    arch the GPU's compute capability (major * 10 + minor)."""
     return _launch_for("add" if fused else "fwd", n, elem_bytes, 2 if fused else 1,
-                       weight_bytes)
+                       weight_bytes, arch)
 
 
-def backward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0) -> Launch:
+def backward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
+                    arch: int = DEFAULT_ARCH) -> Launch:
     """The backward launch for rows of n elements (elem_bytes: the widest of x, dy and, fused,
     the residual's gradient)."""
-    return _launch_for("bwd", n, elem_bytes, 3 if fused else 2, weight_bytes)
+    return _launch_for("bwd", n, elem_bytes, 3 if fused else 2, weight_bytes, arch)
 
 
-def _launch_for(op, n, elem_bytes, streams, weight_bytes):
+def tile_limit(op: str, elem_bytes: int) -> int:
+    """Widest row (a power of two) the tile path of op takes; longer rows take the loop."""
+    return max(r.block_n for r in RULES
+               if r.op == op and r.elem_bytes == elem_bytes and r.path == "tile")
+
+
+def _launch_for(op, n, elem_bytes, streams, weight_bytes, arch):
     limit = MAX_TILE[elem_bytes]
     if _max_tile_override is not None:
         limit = min(limit, _max_tile_override)
-    return _launch(op, n, elem_bytes, streams, weight_bytes, limit)
+    return _launch(op, n, elem_bytes, streams, weight_bytes, limit, smem_budget(arch))
 
 
 @functools.lru_cache(maxsize=4096)  # on every call's path: keep the table walk off it
-def _launch(op, n, elem_bytes, streams, weight_bytes, limit):
-    block_n = next_pow2(n)
+def _launch(op, n, elem_bytes, streams, weight_bytes, limit, budget):
+    block_n = max(MIN_TILE, next_pow2(n))
     for rule in RULES:
         if rule.op != op or rule.elem_bytes != elem_bytes:
             continue
@@ -206,15 +226,17 @@ def _launch(op, n, elem_bytes, streams, weight_bytes, limit):
         per_stage = _stage_bytes(width, rule.rows, elem_bytes, weight_bytes, streams,
                                  reloads_weight)
         return Launch(rule.path, width, rule.rows, warps,
-                      _fit_stages(rule.num_stages, per_stage), rule.programs_per_sm,
+                      _fit_stages(rule.num_stages, per_stage, budget), rule.programs_per_sm,
                       rule.w_resident, rule.dw_resident and rule.path == "tile")
     raise AssertionError(f"no launch rule for op={op} elem_bytes={elem_bytes}")
 
 
-def reduce_launch(partial_rows: int, n: int):
-    """(block_p, block_c, num_warps) of the dw reduction over partial_rows x n fp32 partials:
-    column blocks narrow enough that about a hundred programs share the columns, and tall
-    enough that a program needs few steps down the partial rows (narrow rows have many)."""
+def reduce_launch(n: int):
+    """(block_p, block_c, num_warps) of the dw reduction over rows of n fp32 partials: column
+    blocks narrow enough that about a hundred programs share the columns, and tiles of 8192
+    partials, so that a program needs few steps down the partial rows (narrow rows have many).
+    The tile does not depend on the number of partial rows (the backward's grid, which
+    depends on the GPU): that keeps the AOT build to five reduction kernels per dtype, and
+    the order of dw's sums the same on every GPU."""
     block_c = min(256, max(16, next_pow2(n) // 128))
-    block_p = max(1, min(next_pow2(partial_rows), 8192 // block_c))
-    return block_p, block_c, 8 if block_p * block_c >= 8192 else 4
+    return 8192 // block_c, block_c, 8

@@ -143,7 +143,7 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
     if launch is None:
         launch = configs.forward_launch(
             x.shape[-1], max(x.element_size(), residual.element_size() if fused else 0), fused,
-            weight.element_size() if weight is not None else 0)
+            weight.element_size() if weight is not None else 0, _arch(x.device))
 
     def spec_of(x, residual):
         # Everything but the data pointers and scalars follows from the tensors' metadata:
@@ -186,11 +186,11 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
     grid = _grid(launch, plan.rows, device)
     st = plan.strides
     zero = (0, 0)
-    sizes = (plan.rows, n, plan.inner,
+    sizes = (plan.rows, n, plan.inner, plan.rows if has_rstd else 0,
              *st["x"], *st.get("residual", zero), *st["y"], *st.get("s", zero))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                  W_RESIDENT=launch.w_resident, HAS_RES=fused, HAS_W=w_dtype is not None,
-                 HAS_RSTD=has_rstd, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
+                 TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED)
     kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
     return _prepare(kernel, grid, 6, flags, launch.num_warps), sizes
@@ -253,7 +253,8 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
     if launch is None:
         widest = max(t.element_size() for t in (x, dy, dres) if t is not None)
         launch = configs.backward_launch(n, widest, dres is not None,
-                                         weight.element_size() if weight is not None else 0)
+                                         weight.element_size() if weight is not None else 0,
+                                         _arch(x.device))
 
     def spec_of(dy, x, dres):
         return _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dres),
@@ -276,7 +277,7 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
         if not need_dw:
             return None
         dw = alloc(weight.shape, weight.dtype, x.device)
-        _reduce_spec(programs, n, partials.dtype, dw.dtype, x.device)(partials, dw, programs, n)
+        _reduce_spec(n, partials.dtype, dw.dtype, x.device)(partials, dw, programs, n)
     return dw
 
 
@@ -305,10 +306,10 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, 
 
 
 @functools.lru_cache(maxsize=1024)
-def _reduce_spec(partial_rows, n, partial_dtype, dw_dtype, device):
-    """The dw reduction over partial_rows x n partials. The dtypes and the device are part of
+def _reduce_spec(n, partial_dtype, dw_dtype, device):
+    """The dw reduction over rows of n partials. The dtypes and the device are part of
     the key: the compiled kernel Prepared reuses is specific to them."""
-    block_p, block_c, warps = configs.reduce_launch(partial_rows, n)
+    block_p, block_c, warps = configs.reduce_launch(n)
     return _prepare(dw_reduce_kernel, -(-n // block_c), 2,
                     dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=INTERPRETED), warps)
 
@@ -335,6 +336,19 @@ def _on_device(device):
     if device.type == "cuda" and device.index != torch.cuda.current_device():
         return torch.cuda.device(device)
     return contextlib.nullcontext()
+
+
+def _arch(device):
+    """The device's compute capability as major * 10 + minor (the launch table's arch key)."""
+    if device.type != "cuda":
+        return configs.DEFAULT_ARCH
+    return _arch_of(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _arch_of(index):
+    major, minor = torch.cuda.get_device_capability(index)
+    return major * 10 + minor
 
 
 @functools.lru_cache(maxsize=None)

@@ -11,7 +11,8 @@ def test_every_n_gets_a_launch_that_covers_the_row(elem_bytes, fused):
     for n in list(range(1, 300)) + [1000, 4096, 5000, 32768, 32769, 65536, 262144, 10**7]:
         launch = configs.forward_launch(n, elem_bytes, fused)
         if launch.path == "tile":
-            assert launch.block_n >= n and launch.block_n < 2 * n + 1
+            # The narrowest power of two that holds the row, but never below MIN_TILE.
+            assert launch.block_n == max(configs.MIN_TILE, configs.next_pow2(n))
             assert launch.block_n <= configs.MAX_TILE[elem_bytes]
         else:
             assert n > configs.MAX_TILE[elem_bytes] and launch.rows == 1
@@ -30,7 +31,7 @@ def test_pipeline_depth_is_cut_to_the_shared_memory_budget():
         for eb in (2, 4):
             launch = configs.forward_launch(n, eb, True, 4)
             per_stage = launch.block_n * (launch.rows * eb * 2 + 4)
-            assert (launch.num_stages - 1) * per_stage <= configs.SMEM_BUDGET
+            assert (launch.num_stages - 1) * per_stage <= configs.smem_budget(configs.DEFAULT_ARCH)
 
 
 def test_max_tile_override_reaches_the_looped_path_and_restores():
@@ -55,3 +56,21 @@ def test_persistent_grid_is_capped_by_the_device():
     assert launch.grid(10**6, 132) == 132 * launch.programs_per_sm
     small = configs.forward_launch(128, 2, False)
     assert small.grid(100, 132) == -(-100 // small.rows)
+
+
+def test_shared_memory_budget_follows_the_arch():
+    # The pipelined loads of a wide fused-add row fit each arch's shared memory: an sm_89
+    # (99 KB) gets fewer stages than an sm_90 (227 KB) for the same row.
+    per_arch = {arch: configs.forward_launch(16384, 4, True, 4, arch) for arch in (80, 89, 90)}
+    for arch, launch in per_arch.items():
+        assert launch.num_stages >= 1
+        per_stage = 16384 * launch.rows * 4 * 2 + (16384 * 4 if not launch.w_resident else 0)
+        assert (launch.num_stages - 1) * per_stage <= configs.smem_budget(arch)
+    assert per_arch[89].num_stages <= per_arch[80].num_stages <= per_arch[90].num_stages
+    assert configs.smem_budget(89) < configs.smem_budget(80) < configs.smem_budget(90)
+
+
+def test_the_reduction_tile_depends_on_n_alone():
+    for n in (1, 100, 4096, 65536, 1 << 20):
+        block_p, block_c, _ = configs.reduce_launch(n)
+        assert block_p * block_c == 8192 and 16 <= block_c <= 256

@@ -29,6 +29,12 @@ const char* rmsnorm_status_string(rmsnorm_status status) {
             return "invalid argument";
         case RMSNORM_ERROR_NOT_IMPLEMENTED:
             return "not implemented";
+        case RMSNORM_ERROR_NO_GPU:
+            return "no GPU";
+        case RMSNORM_ERROR_CUDA:
+            return "CUDA error";
+        case RMSNORM_ERROR_UNSUPPORTED:
+            return "unsupported";
     }
     return "unknown status";
 }

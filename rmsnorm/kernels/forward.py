@@ -10,6 +10,10 @@ Row addressing: row r lives at `(r // H) * s_outer + (r % H) * s_inner` when TWO
 view such as q/k heads sliced from a fused QKV tensor), else at `r * s_outer`. The last
 dimension is contiguous. All offsets are 64-bit.
 
+rstd (1/rms per row, what the backward reuses) is stored for the first `rstd_rows` rows: M
+when wanted, else 0. A run-time bound rather than a constexpr flag keeps the number of
+compiled specializations (the AOT build compiles them all) at half.
+
 Numerics (DESIGN.md, "Semantics"): every element is converted to ACC (fp32, or fp64 for
 float64 tensors) right after its load; the residual sum is rounded to the residual dtype before
 it is written and normalized; "llama" rounds x*r to the norm input's dtype before the weight,
@@ -68,12 +72,12 @@ def _scale(v, rstd, w, NORM_DTYPE: tl.constexpr, HAS_W: tl.constexpr, LLAMA: tl.
 @triton.jit
 def fwd_tile_kernel(
     X, R, W, Y, RO, RSTD,
-    M, N, H,
+    M, N, H, rstd_rows,
     sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sro_o, sro_i,
     eps, offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr,
-    HAS_RES: tl.constexpr, HAS_W: tl.constexpr, HAS_RSTD: tl.constexpr,
+    HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr,
 ):
@@ -109,8 +113,7 @@ def fwd_tile_kernel(
             w_row = _load_weight(W, cols, col_mask, offset, ACC)[None, :]
         else:
             w_row = w
-        if HAS_RSTD:
-            tl.store(RSTD + rows, rstd, mask=row_mask)
+        tl.store(RSTD + rows, rstd, mask=rows < rstd_rows)
         y = _scale(v, rstd[:, None], w_row, norm_dtype, HAS_W, LLAMA, SOFT_BF16)
         y_at = _row_start(rows, H, sy_o, sy_i, TWO_LEVEL)[:, None] + cols[None, :]
         tl.store(Y + y_at, round_to(y, Y.dtype.element_ty, SOFT_BF16), mask=mask)
@@ -119,12 +122,12 @@ def fwd_tile_kernel(
 @triton.jit
 def fwd_loop_kernel(
     X, R, W, Y, RO, RSTD,
-    M, N, H,
+    M, N, H, rstd_rows,
     sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sro_o, sro_i,
     eps, offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr,
-    HAS_RES: tl.constexpr, HAS_W: tl.constexpr, HAS_RSTD: tl.constexpr,
+    HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr,
 ):
@@ -159,8 +162,7 @@ def fwd_loop_kernel(
                 v = s.to(ACC)
             acc += v * v
         rstd = _inv_rms(tl.sum(acc, axis=0), N, eps, ACC)
-        if HAS_RSTD:
-            tl.store(RSTD + row, rstd)
+        tl.store(RSTD + row, rstd, mask=row < rstd_rows)
 
         # Pass 2: re-read the row and normalize, last tile first: the tiles pass 1 read last
         # are the likeliest to still be in L1/L2.

@@ -11,8 +11,12 @@
  *   (+ dresidual for the fused add), dw = sum over rows of dy * xhat (llama: xhat rounded to
  *   x's dtype first).
  *
- * This version implements the CPU reference (rmsnorm_cpu_*). The GPU entry points (AOT-compiled
- * Triton kernels) are not implemented yet.
+ * GPU entry points (rmsnorm_forward, rmsnorm_fused_add_forward, rmsnorm_backward,
+ * rmsnorm_fused_add_backward) launch the project's Triton kernels, compiled ahead of time into
+ * this library, on raw device pointers in the caller's current CUDA context and stream. The
+ * CUDA driver is loaded at run time: with no driver or no GPU they return RMSNORM_ERROR_NO_GPU.
+ * They run asynchronously on the stream; errors reported are those of validation and launch.
+ * The CPU reference (rmsnorm_cpu_*) computes the same contract on host memory.
  *
  * Errors: every function returns an rmsnorm_status; on failure rmsnorm_last_error() returns a
  * message naming the argument at fault (thread-local, valid until the thread's next call). */
@@ -36,7 +40,21 @@ typedef enum rmsnorm_status {
     RMSNORM_SUCCESS = 0,
     RMSNORM_ERROR_INVALID_ARGUMENT = 1,
     RMSNORM_ERROR_NOT_IMPLEMENTED = 2,
+    RMSNORM_ERROR_NO_GPU = 3,      /* no CUDA driver, no device, or no current context */
+    RMSNORM_ERROR_CUDA = 4,        /* a CUDA driver call failed (the message names it) */
+    RMSNORM_ERROR_UNSUPPORTED = 5, /* no kernel built for this dtype combination or GPU arch */
 } rmsnorm_status;
+
+/* The CUDA driver's stream handle (cuda.h declares the same type); NULL is the legacy default
+ * stream. A runtime-API cudaStream_t converts to it. */
+typedef struct CUstream_st* CUstream;
+
+/* rmsnorm_*_args.launch_flags */
+enum {
+    /* Launch with programmatic dependent launch (Hopper and later). Not built yet: the kernels
+     * do not wait on the preceding grid, so the flag is refused (RMSNORM_ERROR_NOT_IMPLEMENTED). */
+    RMSNORM_LAUNCH_PDL = 1,
+};
 
 typedef enum rmsnorm_dtype {
     RMSNORM_F32 = 0,
@@ -78,7 +96,8 @@ typedef struct rmsnorm_forward_args {
     float eps;   /* finite, >= 0 */
     float offset;
     rmsnorm_casting_mode casting_mode;
-    rmsnorm_accumulation accumulation; /* CPU reference only */
+    rmsnorm_accumulation accumulation; /* CPU reference only; the GPU sums in fp32 */
+    unsigned launch_flags;             /* GPU: RMSNORM_LAUNCH_* bits, 0 for none */
 } rmsnorm_forward_args;
 
 typedef struct rmsnorm_backward_args {
@@ -95,11 +114,45 @@ typedef struct rmsnorm_backward_args {
     void* dw; /* NULL: not wanted; else n elements of weight_dtype */
     float offset;
     rmsnorm_casting_mode casting_mode;
-    rmsnorm_accumulation accumulation; /* CPU reference only */
+    rmsnorm_accumulation accumulation; /* CPU reference only; the GPU sums in fp32 */
+    unsigned launch_flags;             /* GPU: RMSNORM_LAUNCH_* bits, 0 for none */
 } rmsnorm_backward_args;
 
 RMSNORM_API const char* rmsnorm_status_string(rmsnorm_status status);
 RMSNORM_API const char* rmsnorm_last_error(void);
+
+/* GPU. Pointers are device pointers (or managed memory) of the current context's device;
+ * nothing is allocated and nothing is synchronized. What the kernels of this build cover: x,
+ * residual, residual_out, y, dy, dx and dresidual of one dtype, and the weight (if any) of that
+ * dtype too; n < 2^31. Other combinations return RMSNORM_ERROR_UNSUPPORTED (the Python
+ * package computes them). Pointers 16-byte aligned with n and every row stride a multiple of
+ * 16 take the vectorised kernels; anything else takes their unvectorised twins.
+ *
+ * rmsnorm_forward: the plain norm (residual.data must be NULL).
+ * rmsnorm_fused_add_forward: s = x + residual to residual_out (which may be residual), then
+ * the norm of s (residual.data must be set). */
+RMSNORM_API rmsnorm_status rmsnorm_forward(const rmsnorm_forward_args* args, CUstream stream);
+RMSNORM_API rmsnorm_status rmsnorm_fused_add_forward(const rmsnorm_forward_args* args,
+                                                     CUstream stream);
+
+/* Backward. dw (when wanted) needs a workspace of fp32 partial sums: its size in bytes for
+ * these args on the current device is given by rmsnorm_backward_workspace_size (0 when dw is
+ * NULL). Pass memory of at least that size, 16-byte aligned for the vectorised kernels; it
+ * may be reused once the stream has passed the call.
+ * rmsnorm_backward: dresidual.data must be NULL.
+ * rmsnorm_fused_add_backward: dx = the gradient of both x and residual, with dresidual the
+ * gradient reaching residual_out (dresidual.data must be set). */
+RMSNORM_API rmsnorm_status rmsnorm_backward_workspace_size(const rmsnorm_backward_args* args,
+                                                           size_t* bytes);
+RMSNORM_API rmsnorm_status rmsnorm_backward(const rmsnorm_backward_args* args, void* workspace,
+                                            size_t workspace_bytes, CUstream stream);
+RMSNORM_API rmsnorm_status rmsnorm_fused_add_backward(const rmsnorm_backward_args* args,
+                                                      void* workspace, size_t workspace_bytes,
+                                                      CUstream stream);
+
+/* Which compiled kernels serve the current context's device: writes e.g. "sm_90 cubins" or
+ * "sm_80 PTX, JIT-compiled" to buffer (NUL-terminated, truncated to size). */
+RMSNORM_API rmsnorm_status rmsnorm_gpu_kernels(char* buffer, size_t size);
 
 /* The CPU reference implementation. */
 RMSNORM_API rmsnorm_status rmsnorm_cpu_forward(const rmsnorm_forward_args* args);

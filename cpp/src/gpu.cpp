@@ -1,0 +1,320 @@
+// The GPU entry points: validation, choice of the compiled kernel (the launch table's rules,
+// as the Python launcher applies them) and its launch.
+#include <cuda.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "driver.hpp"
+#include "errors.hpp"
+#include "kernels.hpp"
+#include "rmsnorm/rmsnorm.h"
+#include "validate.hpp"
+
+namespace rmsnorm::detail {
+namespace {
+
+rmsnorm_status unsupported(const std::string& message) {
+    return fail(RMSNORM_ERROR_UNSUPPORTED, "rmsnorm: " + message);
+}
+
+rmsnorm_status invalid(const std::string& message) {
+    return fail(RMSNORM_ERROR_INVALID_ARGUMENT, "rmsnorm: " + message);
+}
+
+uint32_t next_pow2(int64_t n) {
+    uint32_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+// Tile or loop, and the block width, for rows of n elements (rmsnorm.configs._launch).
+void choose_width(Op op, rmsnorm_dtype dtype, int64_t n, KernelKey& key) {
+    const int o = static_cast<int>(op), t = static_cast<int>(dtype);
+    const uint32_t width = std::max<uint32_t>(kMinTile, next_pow2(n));
+    key.loop = width > static_cast<uint32_t>(kTileLimit[o][t]);
+    key.block = key.loop ? static_cast<uint32_t>(kLoopBlock[o][t]) : width;
+}
+
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// What the vectorised kernels assume (and Triton's JIT specialises on): 16-byte aligned
+// pointers, and n and the row strides multiples of 16 elements.
+bool vectorisable(int64_t n, std::initializer_list<const void*> pointers,
+                  std::initializer_list<int64_t> strides) {
+    if (n % 16 != 0) return false;
+    for (const void* p : pointers)
+        if (!aligned(p)) return false;
+    for (int64_t s : strides)
+        if (s % 16 != 0) return false;
+    return true;
+}
+
+rmsnorm_status check_flags(unsigned flags) {
+    if (flags & RMSNORM_LAUNCH_PDL) {
+        return fail(RMSNORM_ERROR_NOT_IMPLEMENTED,
+                    "rmsnorm: launch_flags RMSNORM_LAUNCH_PDL: programmatic dependent launch is "
+                    "not built yet (the kernels do not wait on the preceding grid)");
+    }
+    if (flags != 0) return invalid("launch_flags has unknown bits");
+    return succeed();
+}
+
+// The dtype rules of the built kernels (rmsnorm/aot.py): one activation dtype, the weight's
+// the same. Names the first argument that differs.
+rmsnorm_status check_dtypes(rmsnorm_dtype act, const void* weight, rmsnorm_dtype weight_dtype,
+                            std::initializer_list<std::pair<const char*, rmsnorm_dtype>> others,
+                            rmsnorm_accumulation accumulation, int64_t n) {
+    for (const auto& [name, dtype] : others) {
+        if (dtype != act) {
+            return unsupported(std::string(name) +
+                               ".dtype differs from x's; the GPU kernels of librmsnorm take one "
+                               "dtype for all activations (the Python package mixes them)");
+        }
+    }
+    if (weight != nullptr && weight_dtype != act) {
+        return unsupported(
+            "weight_dtype differs from x's; the GPU kernels of librmsnorm take the weight in "
+            "the activations' dtype (the Python package mixes them)");
+    }
+    if (accumulation != RMSNORM_ACCUMULATE_F32) {
+        return invalid("accumulation: the GPU sums in fp32 (RMSNORM_ACCUMULATE_F64 is the CPU "
+                       "reference's)");
+    }
+    if (n > INT32_MAX) {
+        return unsupported("n is " + std::to_string(n) + "; the GPU kernels take n < 2^31");
+    }
+    return succeed();
+}
+
+CUdeviceptr ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+struct Context {
+    const Driver* driver;
+    const DeviceInfo* device;
+};
+
+rmsnorm_status open(Context& c) {
+    rmsnorm_status s = RMSNORM_SUCCESS;
+    c.driver = driver(&s);
+    if (c.driver == nullptr) return s;
+    return current_device(*c.driver, &c.device);
+}
+
+int64_t grid_of(const KernelImage& image, int64_t rows, int sm_count) {
+    const int64_t work = (rows + image.rows - 1) / image.rows;
+    const int64_t cap = static_cast<int64_t>(sm_count) * image.programs_per_sm;
+    return std::max<int64_t>(1, std::min(work, cap));
+}
+
+rmsnorm_status launch(const Context& c, const Kernel& k, int64_t grid, void** params,
+                      CUstream stream) {
+    if (grid > INT32_MAX) return invalid("too many programs");
+    const CUresult r =
+        c.driver->LaunchKernel(reinterpret_cast<CUfunction>(k.handle),
+                               static_cast<unsigned>(grid), 1, 1, 32u * k.image->num_warps, 1, 1,
+                               static_cast<unsigned>(k.image->shared), stream, params, nullptr);
+    if (r != CUDA_SUCCESS) return cuda_failure(*c.driver, r, "cuLaunchKernel");
+    return succeed();
+}
+
+rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool fused) {
+    rmsnorm_status s = validate(args);
+    if (s != RMSNORM_SUCCESS) return s;
+    const rmsnorm_forward_args& a = *args;
+    if (fused != (a.residual.data != nullptr)) {
+        return invalid(fused ? "residual.data is NULL; rmsnorm_fused_add_forward adds it"
+                             : "residual.data is set; use rmsnorm_fused_add_forward");
+    }
+    if ((s = check_flags(a.launch_flags)) != RMSNORM_SUCCESS) return s;
+    const rmsnorm_dtype act = a.x.dtype;
+    if ((s = check_dtypes(act, a.weight, a.weight_dtype,
+                          {{"y", a.y.dtype},
+                           {"residual", fused ? a.residual.dtype : act},
+                           {"residual_out", fused ? a.residual_out.dtype : act}},
+                          a.accumulation, a.n)) != RMSNORM_SUCCESS)
+        return s;
+    Context c{};
+    if ((s = open(c)) != RMSNORM_SUCCESS) return s;
+    if (a.rows == 0) return succeed();
+
+    // Arguments the kernel does not use get pointers it may never write through: as the
+    // Python launcher passes them.
+    const void* x = a.x.data;
+    const void* res = fused ? a.residual.data : x;
+    const void* w = a.weight != nullptr ? a.weight : x;
+    const void* y = a.y.data;
+    const void* res_out = fused ? a.residual_out.data : y;
+    const void* rstd = a.rstd != nullptr ? static_cast<const void*>(a.rstd) : x;
+    int64_t sr = fused ? a.residual.stride : 0, sro = fused ? a.residual_out.stride : 0;
+
+    KernelKey key{fused ? Op::kAdd : Op::kForward, static_cast<uint32_t>(act)};
+    key.has_w = a.weight != nullptr;
+    // Without a weight or in f32 both modes compute the same; the llama kernel serves both.
+    key.llama = !key.has_w || act == RMSNORM_F32 || a.casting_mode == RMSNORM_LLAMA;
+    choose_width(key.op, act, a.n, key);
+    key.vec = vectorisable(a.n, {x, res, w, y, res_out, rstd}, {a.x.stride, sr, a.y.stride, sro});
+    Kernel k{};
+    if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
+
+    CUdeviceptr px = ptr(x), pr = ptr(res), pw = ptr(w), py = ptr(y), pro = ptr(res_out),
+                prs = ptr(rstd), scratch = 0;
+    int64_t m = a.rows, h = a.rows, rstd_rows = a.rstd != nullptr ? a.rows : 0, zero = 0;
+    int64_t sx = a.x.stride, sy = a.y.stride;
+    int32_t n = static_cast<int32_t>(a.n);
+    float eps = a.eps, offset = a.offset;
+    void* params[] = {&px,   &pr,  &pw,  &py,  &pro,  &prs, &m,   &n,      &h,       &rstd_rows, &sx,
+                      &zero, &sr,  &zero, &sy, &zero, &sro, &zero, &eps, &offset, &scratch, &scratch};
+    return launch(c, k, grid_of(*k.image, a.rows, c.device->sm_count), params, stream);
+}
+
+// The backward's kernel for these args on the current device (shared by the workspace query
+// and the launch, so that both see the same grid).
+rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const void* workspace,
+                             Context& c, KernelKey& key, const KernelImage** image) {
+    rmsnorm_status s = validate(&a);
+    if (s != RMSNORM_SUCCESS) return s;
+    if (fused != (a.dresidual.data != nullptr)) {
+        return invalid(fused ? "dresidual.data is NULL; rmsnorm_fused_add_backward adds it"
+                             : "dresidual.data is set; use rmsnorm_fused_add_backward");
+    }
+    if ((s = check_flags(a.launch_flags)) != RMSNORM_SUCCESS) return s;
+    const rmsnorm_dtype act = a.x.dtype;
+    if ((s = check_dtypes(act, a.weight, a.weight_dtype,
+                          {{"dy", a.dy.dtype}, {"dresidual", fused ? a.dresidual.dtype : act}},
+                          a.accumulation, a.n)) != RMSNORM_SUCCESS)
+        return s;
+    if ((s = open(c)) != RMSNORM_SUCCESS) return s;
+    key = KernelKey{Op::kBackward, static_cast<uint32_t>(act)};
+    key.has_w = a.weight != nullptr;
+    key.llama = !key.has_w || act == RMSNORM_F32 || a.casting_mode == RMSNORM_LLAMA;
+    key.has_dres = fused;
+    key.has_dw = a.dw != nullptr;
+    choose_width(Op::kBackward, act, a.n, key);
+    const void* dres = fused ? a.dresidual.data : a.dx.data;
+    const void* w = a.weight != nullptr ? a.weight : a.x.data;
+    const void* partials = key.has_dw ? workspace : a.rstd;
+    key.vec = vectorisable(a.n, {a.dy.data, a.x.data, w, a.rstd, a.dx.data, dres, partials},
+                           {a.dy.stride, a.x.stride, a.dx.stride, fused ? a.dresidual.stride : 0});
+    *image = find_image(*c.device, key);
+    return *image != nullptr ? succeed() : RMSNORM_ERROR_UNSUPPORTED;
+}
+
+size_t workspace_bytes_of(const rmsnorm_backward_args& a, const KernelImage& image,
+                          const DeviceInfo& dev) {
+    if (a.dw == nullptr || a.rows == 0) return 0;
+    return static_cast<size_t>(grid_of(image, a.rows, dev.sm_count)) *
+           static_cast<size_t>(a.n) * sizeof(float);
+}
+
+rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace,
+                        size_t workspace_bytes, CUstream stream, bool fused) {
+    if (args == nullptr) return invalid("args is NULL");
+    const rmsnorm_backward_args& a = *args;
+    Context c{};
+    KernelKey key{};
+    const KernelImage* image = nullptr;
+    rmsnorm_status s = backward_plan(a, fused, workspace, c, key, &image);
+    if (s != RMSNORM_SUCCESS) return s;
+    const size_t weight_bytes = static_cast<size_t>(a.n) * (a.weight_dtype == RMSNORM_F32 ? 4 : 2);
+    if (a.rows == 0) {
+        // No rows: dw is a sum over nothing.
+        if (a.dw == nullptr) return succeed();
+        const CUresult r = c.driver->MemsetD8Async(ptr(a.dw), 0, weight_bytes, stream);
+        return r == CUDA_SUCCESS ? succeed() : cuda_failure(*c.driver, r, "cuMemsetD8Async");
+    }
+    const size_t need = workspace_bytes_of(a, *image, *c.device);
+    if (need > 0 && (workspace == nullptr || workspace_bytes < need)) {
+        return invalid("workspace is " + std::to_string(workspace_bytes) + " bytes" +
+                       (workspace == nullptr ? " (NULL)" : "") + "; these args need " +
+                       std::to_string(need) + " (rmsnorm_backward_workspace_size)");
+    }
+    Kernel k{};
+    if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
+    const int64_t grid = grid_of(*k.image, a.rows, c.device->sm_count);
+
+    CUdeviceptr pdy = ptr(a.dy.data), px = ptr(a.x.data),
+                pw = ptr(a.weight != nullptr ? a.weight : a.x.data), prs = ptr(a.rstd),
+                pdx = ptr(a.dx.data), pdr = ptr(fused ? a.dresidual.data : a.dx.data),
+                pdwp = key.has_dw ? ptr(workspace) : prs, scratch = 0;
+    int64_t m = a.rows, h = a.rows, zero = 0, sdy = a.dy.stride, sx = a.x.stride,
+            sdx = a.dx.stride, sdr = fused ? a.dresidual.stride : 0;
+    int32_t n = static_cast<int32_t>(a.n);
+    float offset = a.offset;
+    void* params[] = {&pdy,  &px, &pw,  &prs,  &pdx, &pdr,  &pdwp, &m,      &n,       &h,   &sdy,
+                      &zero, &sx, &zero, &sdx, &zero, &sdr, &zero, &offset, &scratch, &scratch};
+    if ((s = launch(c, k, grid, params, stream)) != RMSNORM_SUCCESS || !key.has_dw) return s;
+
+    // dw: the fixed-order sum of the grid's partial rows.
+    KernelKey rkey{Op::kReduce, static_cast<uint32_t>(a.weight_dtype)};
+    int log2n = 0;
+    while ((int64_t{1} << log2n) < a.n) ++log2n;
+    rkey.block = static_cast<uint32_t>(kReduceBlock[log2n]);
+    rkey.vec = vectorisable(a.n, {workspace, a.dw}, {});
+    Kernel rk{};
+    if ((s = find_kernel(*c.driver, *c.device, rkey, &rk)) != RMSNORM_SUCCESS) return s;
+    CUdeviceptr pdw = ptr(a.dw);
+    int64_t partial_rows = grid;
+    void* rparams[] = {&pdwp, &pdw, &partial_rows, &n, &scratch, &scratch};
+    return launch(c, rk, (a.n + rkey.block - 1) / rkey.block, rparams, stream);
+}
+
+}  // namespace
+}  // namespace rmsnorm::detail
+
+using rmsnorm::detail::backward;
+using rmsnorm::detail::forward;
+
+extern "C" {
+
+rmsnorm_status rmsnorm_forward(const rmsnorm_forward_args* args, CUstream stream) {
+    return forward(args, stream, false);
+}
+
+rmsnorm_status rmsnorm_fused_add_forward(const rmsnorm_forward_args* args, CUstream stream) {
+    return forward(args, stream, true);
+}
+
+rmsnorm_status rmsnorm_backward_workspace_size(const rmsnorm_backward_args* args, size_t* bytes) {
+    using namespace rmsnorm::detail;
+    if (bytes == nullptr) return invalid("bytes is NULL");
+    if (args == nullptr) return invalid("args is NULL");
+    Context c{};
+    KernelKey key{};
+    const KernelImage* image = nullptr;
+    // The workspace's alignment does not change the grid: plan as if it were aligned.
+    static const float kAligned[4] __attribute__((aligned(16))) = {};
+    const rmsnorm_status s =
+        backward_plan(*args, args->dresidual.data != nullptr, kAligned, c, key, &image);
+    if (s != RMSNORM_SUCCESS) return s;
+    *bytes = workspace_bytes_of(*args, *image, *c.device);
+    return succeed();
+}
+
+rmsnorm_status rmsnorm_backward(const rmsnorm_backward_args* args, void* workspace,
+                                size_t workspace_bytes, CUstream stream) {
+    return backward(args, workspace, workspace_bytes, stream, false);
+}
+
+rmsnorm_status rmsnorm_fused_add_backward(const rmsnorm_backward_args* args, void* workspace,
+                                          size_t workspace_bytes, CUstream stream) {
+    return backward(args, workspace, workspace_bytes, stream, true);
+}
+
+rmsnorm_status rmsnorm_gpu_kernels(char* buffer, size_t size) {
+    using namespace rmsnorm::detail;
+    if (buffer == nullptr || size == 0) return invalid("buffer is NULL or size is 0");
+    Context c{};
+    const rmsnorm_status s = open(c);
+    if (s != RMSNORM_SUCCESS) return s;
+    const ImageSet& set = *c.device->set;
+    const std::string text = "sm_" + std::to_string(set.arch) +
+                             (set.is_ptx ? " PTX, JIT-compiled for sm_" + std::to_string(c.device->arch)
+                                         : std::string(" cubins"));
+    std::strncpy(buffer, text.c_str(), size - 1);
+    buffer[size - 1] = '\0';
+    return succeed();
+}
+
+}  // extern "C"

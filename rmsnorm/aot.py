@@ -1,0 +1,265 @@
+"""Ahead-of-time compiler: every kernel specialization librmsnorm can launch, for each GPU arch,
+compiled to a cubin (plus PTX for GPUs newer than any built arch), and the generated C++ that
+embeds them and indexes them.
+
+    python -m rmsnorm.aot --out build/aot --archs 80 89 90 100 [--jobs N]
+
+No GPU is needed: kernels are compiled with `triton.compile(ASTSource(...), GPUTarget(...))`
+(DESIGN.md, "AOT caveats"). The build is incremental: each kernel lands in a cache file named
+by a hash of what decides its code (Triton's version, the kernel sources, the specialization,
+the launch and the arch); only missing ones are compiled, and generated files are rewritten
+only when their content changes.
+
+What is compiled (the C API's scope, docs/CPP.md): plain forward, fused-add forward and
+backward; x, residual, y and dy of one dtype (f32, f16, bf16), with the weight of that dtype
+or none; both casting modes (f32 needs one: rounding to f32 changes nothing); the backward
+with and without the fused add's gradient and with and without dw; every tile width of the
+launch table (rmsnorm.configs, the same one the Python launcher reads) and its looped path;
+one-level row strides; the dw reduction for each dw dtype and column block. Each comes twice:
+"vec", specialised like Triton's JIT for 16-byte aligned pointers and n and row strides
+divisible by 16 (vector loads), and "any", with no such assumption.
+"""
+
+import argparse
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import sys
+
+# Op, dtype and flag codes of a kernel's key; cpp/src/kernel_key.hpp packs keys the same way.
+OPS = ("fwd", "add", "bwd", "reduce")
+DTYPES = ("f32", "f16", "bf16")
+ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    op: str
+    dtype: str  # x, residual, y, dy, dx; the weight's when has_w; dw's for "reduce"
+    has_w: bool = False
+    llama: bool = False
+    has_dres: bool = False
+    has_dw: bool = False
+    loop: bool = False
+    block: int = 0  # tile width (tile path), tile width of the loop, or the reduction's BLOCK_C
+    vec: bool = True
+
+    def key(self) -> int:
+        log2 = self.block.bit_length() - 1
+        return (OPS.index(self.op) | DTYPES.index(self.dtype) << 2 | self.has_w << 4
+                | self.llama << 5 | self.has_dres << 6 | self.has_dw << 7 | self.loop << 8
+                | self.vec << 9 | log2 << 10)
+
+
+def specs():
+    """Every specialization of the C API, in key order."""
+    from rmsnorm import configs
+
+    out = []
+    for dtype in DTYPES:
+        eb = ELEM_BYTES[dtype]
+        for op in ("fwd", "add", "bwd"):
+            limit = configs.tile_limit(op, eb)
+            widths = [(False, 1 << k) for k in range(configs.MIN_TILE.bit_length() - 1,
+                                                       limit.bit_length())]
+            loop_width = _launch(Spec(op, dtype, loop=True), 90).block_n
+            widths.append((True, loop_width))
+            for has_w in (False, True):
+                # Without a weight, or in f32, both modes compute the same: one kernel.
+                modes = (True, False) if has_w and dtype != "f32" else (True,)
+                for llama in modes:
+                    for has_dres in ((False, True) if op == "bwd" else (False,)):
+                        for has_dw in ((False, True) if op == "bwd" and has_w else (False,)):
+                            for loop, width in widths:
+                                for vec in (True, False):
+                                    out.append(Spec(op, dtype, has_w, llama, has_dres, has_dw,
+                                                    loop, width, vec))
+        for block_c in reduce_blocks():
+            for vec in (True, False):
+                out.append(Spec("reduce", dtype, block=block_c, vec=vec))
+    return sorted(out, key=Spec.key)
+
+
+def reduce_blocks():
+    from rmsnorm import configs
+
+    return sorted({configs.reduce_launch(n)[1] for n in (1 << k for k in range(0, 31))})
+
+
+def _launch(spec, arch):
+    """The launch table's choice for spec on arch (rmsnorm.configs, as the Python path)."""
+    from rmsnorm import configs
+
+    eb, wb = ELEM_BYTES[spec.dtype], ELEM_BYTES[spec.dtype] if spec.has_w else 0
+    n = 4 * configs.tile_limit(spec.op, eb) if spec.loop else spec.block
+    if spec.op == "bwd":
+        return configs.backward_launch(n, eb, spec.has_dres, wb, arch)
+    return configs.forward_launch(n, eb, spec.op == "add", wb, arch)
+
+
+def _signature(spec, arch):
+    """(kernel, signature, constexprs, attrs, num_warps, num_stages) for triton.compile."""
+    import triton.language as tl
+
+    from rmsnorm import configs
+    from rmsnorm.kernels import backward, forward
+
+    t = "*" + TRITON_TYPES[spec.dtype]
+    if spec.op == "reduce":
+        block_p, block_c, warps = configs.reduce_launch(spec.block * 128)
+        assert block_c == spec.block
+        kernel = backward.dw_reduce_kernel
+        types = {"DWP": "*fp32", "DW": t, "P": "i64", "N": "i32"}
+        consts = dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=False)
+        aligned = {"DWP", "DW", "N"}
+        return kernel, types, consts, aligned, warps, 1
+    launch = _launch(spec, arch)
+    assert launch.path == ("loop" if spec.loop else "tile") and launch.block_n == spec.block
+    common = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
+                  W_RESIDENT=launch.w_resident, HAS_W=spec.has_w, TWO_LEVEL=False,
+                  LLAMA=spec.llama, ACC=tl.float32, SOFT_BF16=False)
+    if spec.op == "bwd":
+        kernel = backward.bwd_loop_kernel if spec.loop else backward.bwd_tile_kernel
+        pointers = dict(DY=t, X=t, W=t, RSTD="*fp32", DX=t, DRES=t, DWP="*fp32")
+        consts = dict(common, DW_RESIDENT=launch.dw_resident, HAS_DRES=spec.has_dres,
+                      HAS_DW=spec.has_dw)
+    else:
+        kernel = forward.fwd_loop_kernel if spec.loop else forward.fwd_tile_kernel
+        pointers = dict(X=t, R=t, W=t, Y=t, RO=t, RSTD="*fp32")
+        consts = dict(common, HAS_RES=spec.op == "add")
+    types = {}
+    for name in kernel.arg_names:
+        if name in consts:
+            types[name] = "constexpr"
+        elif name in pointers:
+            types[name] = pointers[name]
+        elif name in ("eps", "offset"):
+            types[name] = "fp32"
+        else:
+            # N stays 32-bit as the JIT types it (it meets every column index); row counts
+            # and strides are 64-bit so that any tensor fits.
+            types[name] = "i32" if name == "N" else "i64"
+    # "vec": what Triton's JIT assumes of 16-byte aligned pointers and of n and the row
+    # strides (the names s*_o / s*_i) when they are multiples of 16.
+    aligned = set(pointers) | {"N"} | {n for n in kernel.arg_names if n.startswith("s")}
+    return kernel, types, consts, aligned, launch.num_warps, launch.num_stages
+
+
+def compile_one(spec, arch):
+    """Compiles spec for arch: a dict of the cubin, the PTX and the launch metadata."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel, types, consts, aligned, warps, stages = _signature(spec, arch)
+    names = kernel.arg_names
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned} if spec.vec else {}
+    src = ASTSource(fn=kernel, signature=types, constexprs=consts, attrs=attrs)
+    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                              options=dict(num_warps=warps, num_stages=stages))
+    md = compiled.metadata
+    if md.global_scratch_size or getattr(md, "profile_scratch_size", 0):
+        raise RuntimeError(f"{spec} needs global scratch memory, which librmsnorm does not "
+                           "allocate")
+    from rmsnorm import configs
+
+    limit = configs.SMEM_LIMIT.get(arch, configs.SMEM_LIMIT_DEFAULT)
+    if md.shared > limit:
+        raise RuntimeError(f"{spec} on sm_{arch} takes {md.shared} bytes of shared memory, "
+                           f"more than the arch's {limit}: lower its stages in rmsnorm.configs")
+    rows = programs_per_sm = 1  # the reduction's grid is one program per BLOCK_C columns
+    if spec.op != "reduce":
+        launch = _launch(spec, arch)
+        rows, programs_per_sm = launch.rows, launch.programs_per_sm
+    return dict(name=md.name, num_warps=md.num_warps, shared=md.shared, rows=rows,
+                programs_per_sm=programs_per_sm, cubin=compiled.asm["cubin"],
+                ptx=compiled.asm["ptx"])
+
+
+def _sources_hash():
+    import triton
+
+    h = hashlib.sha256(triton.__version__.encode())
+    here = pathlib.Path(__file__).parent
+    for path in sorted([*here.joinpath("kernels").glob("*.py"), here / "configs.py",
+                        here / "aot.py"]):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _cache_path(cache, spec, arch, sources):
+    digest = hashlib.sha256(f"{sources}/{arch}/{spec}".encode()).hexdigest()[:24]
+    return cache / f"sm{arch}" / f"{digest}.json"
+
+
+def _compile_to(args):
+    spec, arch, path = args
+    # Line info (for profilers) triples a cubin's size and changes no instruction.
+    os.environ["TRITON_DISABLE_LINE_INFO"] = "1"
+    result = compile_one(spec, arch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.with_suffix(".cubin").write_bytes(result.pop("cubin"))
+    tmp.with_suffix(".ptx").write_text(result.pop("ptx"))
+    tmp.write_text(json.dumps(result))
+    for ext in (".cubin", ".ptx"):
+        os.replace(tmp.with_suffix(ext), path.with_suffix(ext))
+    os.replace(tmp, path)  # last: the .json marks a complete entry
+    return spec, arch
+
+
+def build(out, archs, jobs, ptx_arch):
+    out = pathlib.Path(out)
+    cache = out / "cache"
+    sources = _sources_hash()
+    todo = []
+    all_specs = specs()
+    for arch in archs:
+        for spec in all_specs:
+            path = _cache_path(cache, spec, arch, sources)
+            if not path.exists():
+                todo.append((spec, arch, path))
+    total = len(all_specs) * len(archs)
+    print(f"rmsnorm.aot: {total} kernels for sm_{', sm_'.join(map(str, archs))}; "
+          f"{len(todo)} to compile with {jobs} processes", file=sys.stderr, flush=True)
+    done = 0
+    if todo:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+            for _ in pool.map(_compile_to, todo, chunksize=4):
+                done += 1
+                if done % 100 == 0 or done == len(todo):
+                    print(f"rmsnorm.aot: {done}/{len(todo)}", file=sys.stderr, flush=True)
+    from rmsnorm.aot_emit import emit
+
+    emit(out, archs, all_specs, lambda spec, arch: _cache_path(cache, spec, arch, sources),
+         ptx_arch)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="output folder (cache and generated files)")
+    p.add_argument("--archs", nargs="+", type=int, default=[80, 89, 90, 100],
+                   help="compute capabilities, major*10+minor (default: 80 89 90 100)")
+    p.add_argument("--jobs", type=int, default=0, help="processes (0: all cores)")
+    p.add_argument("--list", action="store_true", help="print the specializations and exit")
+    args = p.parse_args(argv)
+    if args.list:
+        for spec in specs():
+            print(spec.key(), spec)
+        return 0
+    archs = sorted(set(args.archs))
+    # PTX of a plain (not "a") arch JITs on later GPUs; Triton builds sm_90 and up as sm_90a.
+    plain = [a for a in archs if a < 90]
+    build(args.out, archs, args.jobs or os.cpu_count() or 1, plain[0] if plain else None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
