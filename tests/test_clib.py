@@ -1,0 +1,88 @@
+"""librmsnorm (the C library) launches the same kernels as the Python path: its outputs are
+bit-identical to rmsnorm.ops for the same inputs. Needs a GPU and the built library
+(scripts/test_cpp.sh builds it); skipped otherwise."""
+
+import pytest
+import torch
+
+from rmsnorm import clib, ops
+
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"),
+    pytest.mark.skipif(not clib.available(), reason=f"librmsnorm: {clib.why_not()}"),
+]
+
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+# Tile widths from the narrowest to the widest, the looped paths, and n not a multiple of 16
+# (the unvectorised kernels).
+NS = [1, 16, 100, 1000, 4096, 5000, 8192, 20000, 40000]
+
+
+def _data(rows, n, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(rows, n, device="cuda", dtype=torch.float32, generator=g).to(dtype)
+
+
+def _poisoned(like, dtype=None):
+    return torch.full_like(like, float("nan"), dtype=dtype or like.dtype)
+
+
+def _same(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert torch.equal(a.view(torch.uint8) if a.dtype != torch.float32 else a.view(torch.int32),
+                       b.view(torch.uint8) if b.dtype != torch.float32 else b.view(torch.int32))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("mode", ["llama", "gemma"])
+def test_forward_and_fused_add_match_the_python_path_bit_for_bit(dtype, n, mode):
+    rows = 37
+    x, res, w = _data(rows, n, dtype, 1), _data(rows, n, dtype, 2), _data(1, n, dtype, 3)[0]
+    y, s, rstd = ops.forward(x, w, 1e-6, offset=0.5, casting_mode=mode, residual=res,
+                             return_rstd=True)
+    cy, cs, crstd = _poisoned(y), _poisoned(s), _poisoned(rstd)
+    clib.forward(x, w, 1e-6, 0.5, mode, cy, crstd, residual=res, residual_out=cs)
+    torch.cuda.synchronize()
+    _same(cy, y)
+    _same(cs, s)
+    _same(crstd, rstd)
+
+    y, _, rstd = ops.forward(x, w, 1e-6, casting_mode=mode, return_rstd=True)
+    cy, crstd = _poisoned(y), _poisoned(rstd)
+    clib.forward(x, w, 1e-6, 0.0, mode, cy, crstd)
+    _same(cy, y)
+    _same(crstd, rstd)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("fused", [False, True])
+def test_backward_matches_the_python_path_bit_for_bit(dtype, n, fused):
+    rows = 300
+    x, dy, w = _data(rows, n, dtype, 4), _data(rows, n, dtype, 5), _data(1, n, dtype, 6)[0]
+    dres = _data(rows, n, dtype, 7) if fused else None
+    _, _, rstd = ops.forward(x, w, 1e-6, return_rstd=True)
+    dx, dw = ops.backward(dy, x, w, rstd, dresidual=dres)
+    cdx, cdw = _poisoned(dx), _poisoned(dw)
+    clib.backward(dy, x, w, rstd, 0.0, "llama", cdx, cdw, dresidual=dres)
+    torch.cuda.synchronize()
+    _same(cdx, dx)
+    _same(cdw, dw)
+
+
+def test_strided_and_misaligned_rows_match_the_python_path():
+    base = _data(64, 4096 + 24, torch.bfloat16, 8)
+    x = base[:, 1:4097]  # row stride 4120, base pointer 2 bytes off: the unvectorised kernel
+    w = _data(1, 4096, torch.bfloat16, 9)[0]
+    y, _, _ = ops.forward(x, w, 1e-6)
+    cy = _poisoned(y)
+    clib.forward(x, w, 1e-6, 0.0, "llama", cy)
+    torch.cuda.synchronize()
+    _same(cy, y)
+
+
+def test_the_library_names_the_kernels_it_runs():
+    major, minor = torch.cuda.get_device_capability()
+    assert clib.kernels() in (f"sm_{major}{minor} cubins",
+                              f"sm_80 PTX, JIT-compiled for sm_{major}{minor}")
