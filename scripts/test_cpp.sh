@@ -47,7 +47,7 @@ log="$BUILD.log"
 mkdir -p "$(dirname "$BUILD")"
 # Quiet when it works; the whole log when a step fails.
 if ! { cmake -S "$ROOT/cpp" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-           -DRMSNORM_BUILD_TESTS=$tests -DRMSNORM_PYTHON="$PY" \
+           -DRMSNORM_BUILD_TESTS=$tests -DRMSNORM_PYTHON="$(command -v "$PY")" \
            -DRMSNORM_CUDA_ARCHS="${RMSNORM_CUDA_ARCHS:-90}" &&
        cmake --build "$BUILD" -j "$(nproc)"; } >"$log" 2>&1; then
     cat "$log"
@@ -63,4 +63,6 @@ if ! ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)" >"$log" 2>&1; t
     cat "$log"
     exit 1
 fi
+# The library as an outside project uses it: installed, found by find_package, run.
+RMSNORM_CPP_BUILD=$BUILD bash "$ROOT/scripts/example.sh"
 tail -n 3 "$log"

@@ -45,8 +45,8 @@ typedef enum rmsnorm_status {
     RMSNORM_ERROR_UNSUPPORTED = 5, /* no kernel built for this dtype combination or GPU arch */
 } rmsnorm_status;
 
-/* The CUDA driver's stream handle (cuda.h declares the same type); NULL is the legacy default
- * stream. A runtime-API cudaStream_t converts to it. */
+/* The CUDA driver's stream handle (cuda.h declares the same type, and the runtime API's
+ * cudaStream_t is it too); NULL is the legacy default stream. */
 typedef struct CUstream_st* CUstream;
 
 /* rmsnorm_*_args.launch_flags */

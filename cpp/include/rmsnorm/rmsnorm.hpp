@@ -41,6 +41,27 @@ inline rmsnorm_backward_args backward_args() {
     return args;
 }
 
+// GPU: the C entry points, throwing on failure.
+inline void forward(const rmsnorm_forward_args& args, CUstream stream) {
+    check(rmsnorm_forward(&args, stream));
+}
+inline void fused_add_forward(const rmsnorm_forward_args& args, CUstream stream) {
+    check(rmsnorm_fused_add_forward(&args, stream));
+}
+inline size_t backward_workspace_size(const rmsnorm_backward_args& args) {
+    size_t bytes = 0;
+    check(rmsnorm_backward_workspace_size(&args, &bytes));
+    return bytes;
+}
+inline void backward(const rmsnorm_backward_args& args, void* workspace, size_t workspace_bytes,
+                     CUstream stream) {
+    check(rmsnorm_backward(&args, workspace, workspace_bytes, stream));
+}
+inline void fused_add_backward(const rmsnorm_backward_args& args, void* workspace,
+                               size_t workspace_bytes, CUstream stream) {
+    check(rmsnorm_fused_add_backward(&args, workspace, workspace_bytes, stream));
+}
+
 inline void cpu_forward(const rmsnorm_forward_args& args) { check(rmsnorm_cpu_forward(&args)); }
 inline void cpu_backward(const rmsnorm_backward_args& args) { check(rmsnorm_cpu_backward(&args)); }
 
