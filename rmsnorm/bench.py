@@ -224,9 +224,26 @@ def overhead_table(dtype=torch.bfloat16, m=1, n=4096):
         fns = {"rmsnorm": ours(op, x, r, w, dy), **peer_fns(op, x, r, w, ["eager"], dy)}
         for name, fn in fns.items():
             rows.append((op, name, host_us_per_call(fn)))
+    rows += _c_backend_overhead(dtype, m, n)
     lines = [f"| op | impl | host us per call ({m} x {n}, {str(dtype)[6:]}) |", "|---|---|---|"]
     lines += [f"| {op} | {name} | {us:.1f} |" for op, name, us in rows]
     return "\n".join(lines)
+
+
+def _c_backend_overhead(dtype, m, n):
+    """The same calls through librmsnorm (rmsnorm.backend "c"), where it can be had."""
+    from rmsnorm import backend
+
+    try:
+        backend.use("c")
+    except Exception as e:  # no GPU, no library: say so in the table
+        return [("fwd", f"rmsnorm, c backend: {_error(e)}", float("nan"))]
+    try:
+        return [(op, "rmsnorm, c backend", host_us_per_call(ours(op, *make_inputs(op, m, n,
+                                                                                  dtype))))
+                for op in ("fwd", "add")]
+    finally:
+        backend.use("triton")
 
 
 def _error(e):

@@ -4,12 +4,13 @@ Routes, all ending in the same kernels and launches (so results are bit-identica
 - under torch.compile: the custom ops of rmsnorm.autograd (opaque to the compiler, no graph
   breaks; differentiable, or writing into caller-owned tensors for out= and in-place);
 - eager autograd (an input requires grad): autograd.Functions calling the launcher;
-- plain eager inference: straight to the launcher, which costs the least host time.
+- plain eager inference: straight to the launcher, which costs the least host time; with the
+  "c" backend (rmsnorm.backend) first to librmsnorm, for what its kernels cover.
 """
 
 import torch
 
-from rmsnorm import autograd, ops, reference, validation
+from rmsnorm import autograd, backend, ops, reference, validation
 
 
 def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=None):
@@ -20,6 +21,15 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
     x.dtype (HF GemmaRMSNorm, torch.nn.functional.rms_norm). `out` may alias x; it is not
     differentiable.
     """
+    ext = backend.ext
+    if ext is not None and out is None and not torch.compiler.is_compiling() \
+            and not _needs_grad(x, weight):
+        try:
+            y = ext.forward(x, weight, eps, offset, casting_mode)
+        except TypeError:  # not tensors or numbers: the launcher's checks name the argument
+            y = None
+        if y is not None:
+            return y
     grad, compiling = _needs_grad(x, weight), torch.compiler.is_compiling()
     if grad or compiling:
         # The ops take a bool and any float; the errors must still name the argument. (The
@@ -49,6 +59,15 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     gradient of s; inplace=True then costs one extra copy into residual (autograd must see the
     update), and `out` is not supported.
     """
+    ext = backend.ext
+    if ext is not None and out is None and not torch.compiler.is_compiling() \
+            and not _needs_grad(x, residual, weight):
+        try:
+            ys = ext.fused_add_forward(x, residual, weight, eps, offset, casting_mode, inplace)
+        except TypeError:
+            ys = None
+        if ys is not None:
+            return ys
     grad, compiling = _needs_grad(x, residual, weight), torch.compiler.is_compiling()
     if grad or compiling:
         validation.check_scalars(eps, offset, casting_mode, weight)

@@ -2,12 +2,17 @@
 # One call on the GPU machine (the `device` tool): the steps named, in order, each under a
 # time limit. Logs, JSON and the tables go to $OUT; a short summary is printed last.
 #   scripts/gpu_check.sh [tests] [sweep] [bench] [bench_more] [bench_bwd] [overhead] [demo]
-#   (default: tests bench). Arguments of the python tools: SWEEP_ARGS, BENCH_ARGS,
+#                        [cpp] [cbench] [sanitize]
+#   (default: tests bench). cpp: librmsnorm's build, ctest, the example and the Python tests
+#   of the library (test_clib, test_backend); cbench: rmsnorm-bench $CBENCH_ARGS (default: the
+#   forward, fused add and backward sweeps, bf16) and its --overhead; sanitize: the C++ GPU
+#   tests under compute-sanitizer memcheck and racecheck. Arguments of the python tools: SWEEP_ARGS, BENCH_ARGS,
 #   BENCH_MORE_ARGS, BENCH_BWD_ARGS (default: backward and forward+backward, bf16, against
 #   torch eager and torch.compile); limits in seconds: TEST_TIMEOUT, SWEEP_TIMEOUT,
 #   BENCH_TIMEOUT (each bench step).
 # $OUT gets at most 8 files: run.log (the tools' stderr, with every row as it is measured),
-# tests.log, demo.log, tables.md (each step's table), sweep.json and <bench step>.json.
+# tests.log, demo.log, tables.md (each step's table), sweep.json and <bench step>.json; the
+# C++ steps add cpp.log, cbench.json and sanitize.log.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -57,6 +62,22 @@ for step in $steps; do
                rc=$?; add_table "$step" ;;
         overhead) python3 -m rmsnorm.bench --overhead >"$step_out" 2>>"$log"
                   rc=$?; add_table overhead ;;
+        cpp) { bash scripts/test_cpp.sh && python3 -m pytest -q -p no:cacheprovider \
+                   tests/test_clib.py tests/test_backend.py; } >"$OUT/cpp.log" 2>&1
+             summary+=("cpp ($((SECONDS - t0)) s): $(grep -E "tests passed|tests failed" \
+                       "$OUT/cpp.log" | tail -n 1); $(grep -E "^(OK|MISMATCH)|no GPU" \
+                       "$OUT/cpp.log"); $(tail -n 1 "$OUT/cpp.log")") ;;
+        cbench) { timeout "${BENCH_TIMEOUT:-300}" build/cpp/bench/rmsnorm-bench \
+                      ${CBENCH_ARGS:---op fwd add bwd} --json "$OUT/cbench.json" &&
+                  build/cpp/bench/rmsnorm-bench --overhead; } >"$step_out" 2>>"$log"
+                rc=$?; add_table cbench ;;
+        sanitize) for tool in memcheck racecheck; do
+                      compute-sanitizer --tool $tool --error-exitcode 9 \
+                          build/cpp/tests/rmsnorm_tests --gtest_filter='Gpu*:*Gpu*' \
+                          >>"$OUT/sanitize.log" 2>&1
+                      summary+=("sanitize $tool: exit $? ($(grep -E "ERROR SUMMARY" \
+                                "$OUT/sanitize.log" | tail -n 1))")
+                  done ;;
         demo) bash scripts/demo.sh >"$OUT/demo.log" 2>&1
               summary+=("demo ($((SECONDS - t0)) s):" "$(cat "$OUT/demo.log")") ;;
         *) summary+=("$step: no such step") ;;

@@ -60,7 +60,7 @@ std::vector<Bf16> random_bf16(size_t n, std::mt19937& rng) {
     return v;
 }
 
-// Largest difference in bf16 units in the last place.
+// Largest difference in bf16 units in the last place of each element (y, the sum).
 double max_ulps(const std::vector<Bf16>& a, const std::vector<Bf16>& b) {
     double worst = 0;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -69,6 +69,19 @@ double max_ulps(const std::vector<Bf16>& a, const std::vector<Bf16>& b) {
         worst = std::fmax(worst, std::fabs(fa - fb) / ulp);
     }
     return worst;
+}
+
+// Largest difference in units of bf16's epsilon times the reference's largest magnitude:
+// gradients are differences of near-equal terms, so elementwise ulps of their small elements
+// say nothing about the sums' order.
+double max_normwise(const std::vector<Bf16>& a, const std::vector<Bf16>& b) {
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const double fa = rmsnorm_bf16_to_float(a[i]), fb = rmsnorm_bf16_to_float(b[i]);
+        worst = std::fmax(worst, std::fabs(fa - fb));
+        scale = std::fmax(scale, std::fabs(fb));
+    }
+    return worst / (scale * std::ldexp(1.0, -8));
 }
 
 rmsnorm_rows rows_of(void* data, int64_t stride) { return {data, stride, RMSNORM_BF16}; }
@@ -154,14 +167,15 @@ int main() {
     char kernels[64];
     rmsnorm::check(rmsnorm_gpu_kernels(kernels, sizeof kernels));
     const double e_s = max_ulps(d_res.to_host(), ref_s), e_y = max_ulps(d_y.to_host(), ref_y),
-                 e_y2 = max_ulps(d_y2.to_host(), ref_y), e_dx = max_ulps(d_dx.to_host(), ref_dx),
-                 e_dw = max_ulps(d_dw.to_host(), ref_dw);
-    std::printf("librmsnorm on the GPU (%s), %lld x %lld bf16, max bf16 ulps from the CPU "
-                "reference: sum %.0f, y %.0f, plain y %.0f, dx %.0f, dw %.0f\n",
+                 e_y2 = max_ulps(d_y2.to_host(), ref_y), e_dx = max_normwise(d_dx.to_host(), ref_dx),
+                 e_dw = max_normwise(d_dw.to_host(), ref_dw);
+    std::printf("librmsnorm on the GPU (%s), %lld x %lld bf16, from the CPU reference: sum, y, "
+                "plain y %.0f, %.0f, %.0f bf16 ulps; dx, dw %.2f, %.2f of 2^-8 x max|ref|\n",
                 kernels, static_cast<long long>(rows), static_cast<long long>(n), e_s, e_y, e_y2,
                 e_dx, e_dw);
-    // The sum is exact; the rest differ only by the order of fp32 sums.
-    const bool ok = e_s == 0 && e_y <= 1 && e_y2 <= 1 && e_dx <= 4 && e_dw <= 4;
+    // The sum is exact; the rest differ only by the order of fp32 sums (y: rstd's last bit
+    // can move x * r across a rounding boundary, then the weight's product across another).
+    const bool ok = e_s == 0 && e_y <= 2 && e_y2 <= 2 && e_dx <= 1 && e_dw <= 1;
     std::printf("%s\n", ok ? "OK" : "MISMATCH");
     return ok ? 0 : 1;
 }

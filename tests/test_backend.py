@@ -1,0 +1,84 @@
+"""The "c" backend: PyTorch's eager inference calls through librmsnorm (the C library and its
+C++ extension) give what the Python launcher gives, bit for bit, and fall back to it for what
+the library's kernels do not cover."""
+
+import pytest
+import torch
+
+import rmsnorm
+from rmsnorm import backend, clib, ops
+
+def test_the_python_launcher_is_the_default():
+    assert backend.active() == "triton"
+    assert backend.ext is None
+
+
+def test_an_unknown_backend_is_refused_by_name():
+    with pytest.raises(ValueError, match="backend must be one of"):
+        backend.use("cuda")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_the_c_backend_says_why_it_cannot_start_without_a_gpu():
+    with pytest.raises(RuntimeError, match="'c' backend needs"):
+        backend.use("c")
+    assert backend.active() == "triton"
+
+
+@pytest.fixture
+def c_backend():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    if not clib.available():
+        pytest.skip(f"librmsnorm: {clib.why_not()}")
+    backend.use("c")
+    yield backend.ext
+    backend.use("triton")
+
+
+def _bits(t):
+    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("mode", ["llama", "gemma"])
+@pytest.mark.parametrize("shape", [(3, 5, 4096), (1, 100), (257, 40000)])
+def test_c_backend_outputs_equal_the_python_launchers(c_backend, dtype, mode, shape):
+    x = torch.randn(shape, device="cuda").to(dtype)
+    r = torch.randn(shape, device="cuda").to(dtype)
+    w = torch.randn(shape[-1], device="cuda").to(dtype)
+    y = rmsnorm.rms_norm(x, w, 1e-5, casting_mode=mode, offset=0.25)
+    ref, _, _ = ops.forward(x, w, 1e-5, casting_mode=mode, offset=0.25)
+    assert torch.equal(_bits(y), _bits(ref))
+    y, s = rmsnorm.fused_add_rms_norm(x, r, w, 1e-5, casting_mode=mode)
+    ref_y, ref_s, _ = ops.forward(x, w, 1e-5, casting_mode=mode, residual=r)
+    assert torch.equal(_bits(y), _bits(ref_y)) and torch.equal(_bits(s), _bits(ref_s))
+    r2 = r.clone()
+    y, s = rmsnorm.fused_add_rms_norm(x, r2, w, 1e-5, casting_mode=mode, inplace=True)
+    assert s is r2
+    assert torch.equal(_bits(r2), _bits(ref_s)) and torch.equal(_bits(y), _bits(ref_y))
+
+
+def test_c_backend_takes_strided_rows_and_leaves_the_rest_to_the_python_launcher(c_backend):
+    base = torch.randn(64, 3, 160, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(128, device="cuda", dtype=torch.bfloat16)
+    one_stride = base[:, 0, :128]  # rows 480 elements apart
+    assert c_backend.forward(one_stride, w, 1e-6, 0.0, "llama") is not None
+    two_strides = base[:, :2, :128]  # q/k-like heads: two row strides, the Python launcher's
+    assert c_backend.forward(two_strides, w, 1e-6, 0.0, "llama") is None
+    mixed = w.float()  # an fp32 weight on bf16 input: the Python launcher's
+    assert c_backend.forward(one_stride, mixed, 1e-6, 0.0, "llama") is None
+    for x, weight in ((one_stride, w), (two_strides, w), (one_stride, mixed)):
+        y = rmsnorm.rms_norm(x, weight)
+        ref, _, _ = ops.forward(x, weight, 1e-6)
+        assert torch.equal(_bits(y), _bits(ref))
+
+
+def test_c_backend_errors_name_the_argument(c_backend):
+    x = torch.randn(4, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="eps"):
+        rmsnorm.rms_norm(x, None, -1.0)
+    with pytest.raises(ValueError, match="casting_mode"):
+        rmsnorm.rms_norm(x, None, casting_mode="llam")
+    with pytest.raises(ValueError, match="offset"):
+        rmsnorm.rms_norm(x, None, offset=1.0)
