@@ -15,9 +15,12 @@ backward; x, residual, y and dy of one dtype (f32, f16, bf16), with the weight o
 or none; both casting modes (f32 needs one: rounding to f32 changes nothing); the backward
 with and without the fused add's gradient and with and without dw; every tile width of the
 launch table (rmsnorm.configs, the same one the Python launcher reads) and its looped path;
-one-level row strides; the dw reduction for each dw dtype and column block. Each comes twice:
-"vec", specialised like Triton's JIT for 16-byte aligned pointers and n and row strides
-divisible by 16 (vector loads), and "any", with no such assumption.
+one-level row strides; the dw reduction for each dw dtype and column block. Each comes in
+three alignments, specialised as Triton's JIT specializes on the same facts (so that the C
+path runs the very kernels the Python path compiles): ALIGN_VEC, 16-byte aligned pointers
+with n and the row strides multiples of 16 (vector loads); ALIGN_PTR, aligned pointers
+alone (rows of any width from aligned allocations); ALIGN_NONE, no assumption (pointers into
+the middle of a row).
 """
 
 import argparse
@@ -34,6 +37,7 @@ OPS = ("fwd", "add", "bwd", "reduce")
 DTYPES = ("f32", "f16", "bf16")
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+ALIGN_NONE, ALIGN_PTR, ALIGN_VEC = 0, 1, 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,13 +50,13 @@ class Spec:
     has_dw: bool = False
     loop: bool = False
     block: int = 0  # tile width (tile path), tile width of the loop, or the reduction's BLOCK_C
-    vec: bool = True
+    align: int = ALIGN_VEC
 
     def key(self) -> int:
         log2 = self.block.bit_length() - 1
         return (OPS.index(self.op) | DTYPES.index(self.dtype) << 2 | self.has_w << 4
                 | self.llama << 5 | self.has_dres << 6 | self.has_dw << 7 | self.loop << 8
-                | self.vec << 9 | log2 << 10)
+                | self.align << 9 | log2 << 11)
 
 
 def specs():
@@ -75,12 +79,12 @@ def specs():
                     for has_dres in ((False, True) if op == "bwd" else (False,)):
                         for has_dw in ((False, True) if op == "bwd" and has_w else (False,)):
                             for loop, width in widths:
-                                for vec in (True, False):
+                                for align in (ALIGN_NONE, ALIGN_PTR, ALIGN_VEC):
                                     out.append(Spec(op, dtype, has_w, llama, has_dres, has_dw,
-                                                    loop, width, vec))
+                                                    loop, width, align))
         for block_c in reduce_blocks():
-            for vec in (True, False):
-                out.append(Spec("reduce", dtype, block=block_c, vec=vec))
+            for align in (ALIGN_NONE, ALIGN_PTR, ALIGN_VEC):
+                out.append(Spec("reduce", dtype, block=block_c, align=align))
     return sorted(out, key=Spec.key)
 
 
@@ -102,7 +106,8 @@ def _launch(spec, arch):
 
 
 def _signature(spec, arch):
-    """(kernel, signature, constexprs, attrs, num_warps, num_stages) for triton.compile."""
+    """(kernel, signature, constexprs, pointers, ints, num_warps, num_stages): the last but
+    two are the arguments ALIGN_PTR and ALIGN_VEC take as multiples of 16."""
     import triton.language as tl
 
     from rmsnorm import configs
@@ -115,8 +120,7 @@ def _signature(spec, arch):
         kernel = backward.dw_reduce_kernel
         types = {"DWP": "*fp32", "DW": t, "P": "i64", "N": "i32"}
         consts = dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=False)
-        aligned = {"DWP", "DW", "N"}
-        return kernel, types, consts, aligned, warps, 1
+        return kernel, types, consts, {"DWP", "DW"}, {"N"}, warps, 1
     launch = _launch(spec, arch)
     assert launch.path == ("loop" if spec.loop else "tile") and launch.block_n == spec.block
     common = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
@@ -143,10 +147,9 @@ def _signature(spec, arch):
             # N stays 32-bit as the JIT types it (it meets every column index); row counts
             # and strides are 64-bit so that any tensor fits.
             types[name] = "i32" if name == "N" else "i64"
-    # "vec": what Triton's JIT assumes of 16-byte aligned pointers and of n and the row
-    # strides (the names s*_o / s*_i) when they are multiples of 16.
-    aligned = set(pointers) | {"N"} | {n for n in kernel.arg_names if n.startswith("s")}
-    return kernel, types, consts, aligned, launch.num_warps, launch.num_stages
+    # n and the row strides (the names s*_o / s*_i).
+    ints = {"N"} | {n for n in kernel.arg_names if n.startswith("s")}
+    return kernel, types, consts, set(pointers), ints, launch.num_warps, launch.num_stages
 
 
 def compile_one(spec, arch):
@@ -155,9 +158,11 @@ def compile_one(spec, arch):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    kernel, types, consts, aligned, warps, stages = _signature(spec, arch)
+    kernel, types, consts, pointers, ints, warps, stages = _signature(spec, arch)
     names = kernel.arg_names
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned} if spec.vec else {}
+    aligned = (pointers if spec.align >= ALIGN_PTR else set()) | \
+        (ints if spec.align == ALIGN_VEC else set())
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     src = ASTSource(fn=kernel, signature=types, constexprs=consts, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                               options=dict(num_warps=warps, num_stages=stages))

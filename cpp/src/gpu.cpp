@@ -23,10 +23,10 @@ rmsnorm_status invalid(const std::string& message) {
     return fail(RMSNORM_ERROR_INVALID_ARGUMENT, "rmsnorm: " + message);
 }
 
-uint32_t next_pow2(int64_t n) {
-    uint32_t p = 1;
-    while (p < n) p <<= 1;
-    return p;
+uint32_t next_pow2(int64_t n) {  // n < 2^31 (check_dtypes)
+    uint64_t p = 1;
+    while (static_cast<int64_t>(p) < n) p <<= 1;
+    return static_cast<uint32_t>(p);
 }
 
 // Tile or loop, and the block width, for rows of n elements (rmsnorm.configs._launch).
@@ -39,16 +39,16 @@ void choose_width(Op op, rmsnorm_dtype dtype, int64_t n, KernelKey& key) {
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// What the vectorised kernels assume (and Triton's JIT specialises on): 16-byte aligned
-// pointers, and n and the row strides multiples of 16 elements.
-bool vectorisable(int64_t n, std::initializer_list<const void*> pointers,
-                  std::initializer_list<int64_t> strides) {
-    if (n % 16 != 0) return false;
+// The most the arguments let a kernel assume (what Triton's JIT specialises on too):
+// 16-byte aligned pointers, then also n and the row strides multiples of 16 elements.
+KernelKey::Align alignment(int64_t n, std::initializer_list<const void*> pointers,
+                           std::initializer_list<int64_t> strides) {
     for (const void* p : pointers)
-        if (!aligned(p)) return false;
+        if (!aligned(p)) return KernelKey::kNone;
+    if (n % 16 != 0) return KernelKey::kPointers;
     for (int64_t s : strides)
-        if (s % 16 != 0) return false;
-    return true;
+        if (s % 16 != 0) return KernelKey::kPointers;
+    return KernelKey::kVec;
 }
 
 rmsnorm_status check_flags(unsigned flags) {
@@ -119,7 +119,23 @@ rmsnorm_status launch(const Context& c, const Kernel& k, int64_t grid, void** pa
     return succeed();
 }
 
+// A weight in another dtype than x's would first fail validate's output-dtype rule (llama
+// promotes y), naming y; name the weight, the real cause.
+rmsnorm_status check_weight_dtype(const void* weight, rmsnorm_dtype weight_dtype,
+                                  rmsnorm_dtype x_dtype) {
+    if (weight != nullptr && weight_dtype != x_dtype) {
+        return unsupported(
+            "weight_dtype differs from x's; the GPU kernels of librmsnorm take the weight in "
+            "the activations' dtype (the Python package mixes them)");
+    }
+    return RMSNORM_SUCCESS;
+}
+
 rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool fused) {
+    if (args != nullptr && args->struct_size == sizeof(rmsnorm_forward_args)) {
+        const rmsnorm_status s = check_weight_dtype(args->weight, args->weight_dtype, args->x.dtype);
+        if (s != RMSNORM_SUCCESS) return s;
+    }
     rmsnorm_status s = validate(args);
     if (s != RMSNORM_SUCCESS) return s;
     const rmsnorm_forward_args& a = *args;
@@ -154,7 +170,7 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     // Without a weight or in f32 both modes compute the same; the llama kernel serves both.
     key.llama = !key.has_w || act == RMSNORM_F32 || a.casting_mode == RMSNORM_LLAMA;
     choose_width(key.op, act, a.n, key);
-    key.vec = vectorisable(a.n, {x, res, w, y, res_out, rstd}, {a.x.stride, sr, a.y.stride, sro});
+    key.align = alignment(a.n, {x, res, w, y, res_out, rstd}, {a.x.stride, sr, a.y.stride, sro});
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
 
@@ -195,8 +211,8 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
     const void* dres = fused ? a.dresidual.data : a.dx.data;
     const void* w = a.weight != nullptr ? a.weight : a.x.data;
     const void* partials = key.has_dw ? workspace : a.rstd;
-    key.vec = vectorisable(a.n, {a.dy.data, a.x.data, w, a.rstd, a.dx.data, dres, partials},
-                           {a.dy.stride, a.x.stride, a.dx.stride, fused ? a.dresidual.stride : 0});
+    key.align = alignment(a.n, {a.dy.data, a.x.data, w, a.rstd, a.dx.data, dres, partials},
+                          {a.dy.stride, a.x.stride, a.dx.stride, fused ? a.dresidual.stride : 0});
     *image = find_image(*c.device, key);
     return *image != nullptr ? succeed() : RMSNORM_ERROR_UNSUPPORTED;
 }
@@ -251,7 +267,7 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace,
     int log2n = 0;
     while ((int64_t{1} << log2n) < a.n) ++log2n;
     rkey.block = static_cast<uint32_t>(kReduceBlock[log2n]);
-    rkey.vec = vectorisable(a.n, {workspace, a.dw}, {});
+    rkey.align = alignment(a.n, {workspace, a.dw}, {});
     Kernel rk{};
     if ((s = find_kernel(*c.driver, *c.device, rkey, &rk)) != RMSNORM_SUCCESS) return s;
     CUdeviceptr pdw = ptr(a.dw);

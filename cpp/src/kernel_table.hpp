@@ -19,14 +19,16 @@ struct KernelKey {
     bool has_dw = false;
     bool loop = false;
     uint32_t block = 0;  // a power of two
-    bool vec = true;
+    // What the kernel assumes (rmsnorm/aot.py): kVec, 16-byte aligned pointers and n and row
+    // strides multiples of 16; kPointers, aligned pointers alone; kNone, nothing.
+    enum Align : uint32_t { kNone = 0, kPointers = 1, kVec = 2 } align = kVec;
 
     uint32_t packed() const {
         uint32_t log2 = 0;
         while ((1u << (log2 + 1)) <= block) ++log2;
         return static_cast<uint32_t>(op) | dtype << 2 | uint32_t{has_w} << 4 |
                uint32_t{llama} << 5 | uint32_t{has_dres} << 6 | uint32_t{has_dw} << 7 |
-               uint32_t{loop} << 8 | uint32_t{vec} << 9 | log2 << 10;
+               uint32_t{loop} << 8 | uint32_t{align} << 9 | log2 << 11;
     }
 };
 

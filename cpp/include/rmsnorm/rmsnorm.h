@@ -125,8 +125,9 @@ RMSNORM_API const char* rmsnorm_last_error(void);
  * nothing is allocated and nothing is synchronized. What the kernels of this build cover: x,
  * residual, residual_out, y, dy, dx and dresidual of one dtype, and the weight (if any) of that
  * dtype too; n < 2^31. Other combinations return RMSNORM_ERROR_UNSUPPORTED (the Python
- * package computes them). Pointers 16-byte aligned with n and every row stride a multiple of
- * 16 take the vectorised kernels; anything else takes their unvectorised twins.
+ * package computes them). Every pointer a call passes (rstd and the dw workspace included)
+ * 16-byte aligned, with n and every row stride a multiple of 16, takes the vectorised
+ * kernels; anything else takes their unvectorised twins (same results, slower).
  *
  * rmsnorm_forward: the plain norm (residual.data must be NULL).
  * rmsnorm_fused_add_forward: s = x + residual to residual_out (which may be residual), then
