@@ -72,8 +72,9 @@ for step in $steps; do
                   build/cpp/bench/rmsnorm-bench --overhead; } >"$step_out" 2>>"$log"
                 rc=$?; add_table cbench ;;
         sanitize) for tool in memcheck racecheck; do
-                      compute-sanitizer --tool $tool --error-exitcode 9 \
-                          build/cpp/tests/rmsnorm_tests --gtest_filter='Gpu*:*Gpu*' \
+                      timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool \
+                          --error-exitcode 9 build/cpp/tests/rmsnorm_tests \
+                          --gtest_filter="${SANITIZE_FILTER:-Gpu*:*Gpu*}" \
                           >>"$OUT/sanitize.log" 2>&1
                       summary+=("sanitize $tool: exit $? ($(grep -E "ERROR SUMMARY" \
                                 "$OUT/sanitize.log" | tail -n 1))")
