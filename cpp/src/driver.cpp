@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-
 #include "errors.hpp"
 
 namespace rmsnorm::detail {
@@ -58,8 +57,8 @@ Loaded load() {
         const char* name = nullptr;
         d.GetErrorName(r, &name);
         l.status = RMSNORM_ERROR_NO_GPU;
-        l.error = std::string("cuInit failed: ") + (name ? name : "unknown error") +
-                  " (no usable GPU)";
+        l.error =
+            std::string("cuInit failed: ") + (name ? name : "unknown error") + " (no usable GPU)";
     }
     return l;
 }

@@ -79,8 +79,9 @@ rmsnorm_status check_dtypes(rmsnorm_dtype act, const void* weight, rmsnorm_dtype
             "the activations' dtype (the Python package mixes them)");
     }
     if (accumulation != RMSNORM_ACCUMULATE_F32) {
-        return invalid("accumulation: the GPU sums in fp32 (RMSNORM_ACCUMULATE_F64 is the CPU "
-                       "reference's)");
+        return invalid(
+            "accumulation: the GPU sums in fp32 (RMSNORM_ACCUMULATE_F64 is the CPU "
+            "reference's)");
     }
     if (n > INT32_MAX) {
         return unsupported("n is " + std::to_string(n) + "; the GPU kernels take n < 2^31");
@@ -112,8 +113,8 @@ rmsnorm_status launch(const Context& c, const Kernel& k, int64_t grid, void** pa
                       CUstream stream) {
     if (grid > INT32_MAX) return invalid("too many programs");
     const CUresult r =
-        c.driver->LaunchKernel(reinterpret_cast<CUfunction>(k.handle),
-                               static_cast<unsigned>(grid), 1, 1, 32u * k.image->num_warps, 1, 1,
+        c.driver->LaunchKernel(reinterpret_cast<CUfunction>(k.handle), static_cast<unsigned>(grid),
+                               1, 1, 32u * k.image->num_warps, 1, 1,
                                static_cast<unsigned>(k.image->shared), stream, params, nullptr);
     if (r != CUDA_SUCCESS) return cuda_failure(*c.driver, r, "cuLaunchKernel");
     return succeed();
@@ -133,7 +134,8 @@ rmsnorm_status check_weight_dtype(const void* weight, rmsnorm_dtype weight_dtype
 
 rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool fused) {
     if (args != nullptr && args->struct_size == sizeof(rmsnorm_forward_args)) {
-        const rmsnorm_status s = check_weight_dtype(args->weight, args->weight_dtype, args->x.dtype);
+        const rmsnorm_status s =
+            check_weight_dtype(args->weight, args->weight_dtype, args->x.dtype);
         if (s != RMSNORM_SUCCESS) return s;
     }
     rmsnorm_status s = validate(args);
@@ -180,8 +182,9 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     int64_t sx = a.x.stride, sy = a.y.stride;
     int32_t n = static_cast<int32_t>(a.n);
     float eps = a.eps, offset = a.offset;
-    void* params[] = {&px,   &pr,  &pw,  &py,  &pro,  &prs, &m,   &n,      &h,       &rstd_rows, &sx,
-                      &zero, &sr,  &zero, &sy, &zero, &sro, &zero, &eps, &offset, &scratch, &scratch};
+    void* params[] = {&px,  &pr,        &pw,  &py,     &pro,     &prs,    &m,  &n,
+                      &h,   &rstd_rows, &sx,  &zero,   &sr,      &zero,   &sy, &zero,
+                      &sro, &zero,      &eps, &offset, &scratch, &scratch};
     return launch(c, k, grid_of(*k.image, a.rows, c.device->sm_count), params, stream);
 }
 
@@ -220,12 +223,12 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
 size_t workspace_bytes_of(const rmsnorm_backward_args& a, const KernelImage& image,
                           const DeviceInfo& dev) {
     if (a.dw == nullptr || a.rows == 0) return 0;
-    return static_cast<size_t>(grid_of(image, a.rows, dev.sm_count)) *
-           static_cast<size_t>(a.n) * sizeof(float);
+    return static_cast<size_t>(grid_of(image, a.rows, dev.sm_count)) * static_cast<size_t>(a.n) *
+           sizeof(float);
 }
 
-rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace,
-                        size_t workspace_bytes, CUstream stream, bool fused) {
+rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size_t workspace_bytes,
+                        CUstream stream, bool fused) {
     if (args == nullptr) return invalid("args is NULL");
     const rmsnorm_backward_args& a = *args;
     Context c{};
@@ -254,11 +257,11 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace,
                 pw = ptr(a.weight != nullptr ? a.weight : a.x.data), prs = ptr(a.rstd),
                 pdx = ptr(a.dx.data), pdr = ptr(fused ? a.dresidual.data : a.dx.data),
                 pdwp = key.has_dw ? ptr(workspace) : prs, scratch = 0;
-    int64_t m = a.rows, h = a.rows, zero = 0, sdy = a.dy.stride, sx = a.x.stride,
-            sdx = a.dx.stride, sdr = fused ? a.dresidual.stride : 0;
+    int64_t m = a.rows, h = a.rows, zero = 0, sdy = a.dy.stride, sx = a.x.stride, sdx = a.dx.stride,
+            sdr = fused ? a.dresidual.stride : 0;
     int32_t n = static_cast<int32_t>(a.n);
     float offset = a.offset;
-    void* params[] = {&pdy,  &px, &pw,  &prs,  &pdx, &pdr,  &pdwp, &m,      &n,       &h,   &sdy,
+    void* params[] = {&pdy,  &px, &pw,   &prs, &pdx,  &pdr, &pdwp, &m,      &n,       &h,      &sdy,
                       &zero, &sx, &zero, &sdx, &zero, &sdr, &zero, &offset, &scratch, &scratch};
     if ((s = launch(c, k, grid, params, stream)) != RMSNORM_SUCCESS || !key.has_dw) return s;
 
@@ -325,9 +328,10 @@ rmsnorm_status rmsnorm_gpu_kernels(char* buffer, size_t size) {
     const rmsnorm_status s = open(c);
     if (s != RMSNORM_SUCCESS) return s;
     const ImageSet& set = *c.device->set;
-    const std::string text = "sm_" + std::to_string(set.arch) +
-                             (set.is_ptx ? " PTX, JIT-compiled for sm_" + std::to_string(c.device->arch)
-                                         : std::string(" cubins"));
+    const std::string text =
+        "sm_" + std::to_string(set.arch) +
+        (set.is_ptx ? " PTX, JIT-compiled for sm_" + std::to_string(c.device->arch)
+                    : std::string(" cubins"));
     std::strncpy(buffer, text.c_str(), size - 1);
     buffer[size - 1] = '\0';
     return succeed();

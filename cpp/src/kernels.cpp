@@ -119,9 +119,9 @@ rmsnorm_status current_device(const Driver& d, const DeviceInfo** info) {
     CUdevice device = 0;
     if ((r = d.CtxGetDevice(&device)) != CUDA_SUCCESS) return cuda_failure(d, r, "cuCtxGetDevice");
     if (device < 0 || device >= kMaxDevices) {
-        return fail(RMSNORM_ERROR_UNSUPPORTED, "rmsnorm: device ordinal " +
-                                                   std::to_string(device) + " is beyond the " +
-                                                   std::to_string(kMaxDevices) + " supported");
+        return fail(RMSNORM_ERROR_UNSUPPORTED, "rmsnorm: device ordinal " + std::to_string(device) +
+                                                   " is beyond the " + std::to_string(kMaxDevices) +
+                                                   " supported");
     }
     static std::array<DeviceSlot, kMaxDevices> devices;
     DeviceSlot& slot = devices[device];
@@ -138,9 +138,10 @@ const KernelImage* find_image(const DeviceInfo& dev, const KernelKey& key) {
     const KernelImage* it = std::lower_bound(
         set.kernels, end, packed, [](const KernelImage& k, uint32_t v) { return k.key < v; });
     if (it == end || it->key != packed) {
-        fail(RMSNORM_ERROR_UNSUPPORTED,
-             "rmsnorm: no kernel for this combination in the " + arch_name(set.arch) +
-                 " set (key " + std::to_string(packed) + "); the build and rmsnorm/aot.py disagree");
+        fail(RMSNORM_ERROR_UNSUPPORTED, "rmsnorm: no kernel for this combination in the " +
+                                            arch_name(set.arch) + " set (key " +
+                                            std::to_string(packed) +
+                                            "); the build and rmsnorm/aot.py disagree");
         return nullptr;
     }
     return it;
@@ -174,7 +175,7 @@ rmsnorm_status find_kernel(const Driver& d, const DeviceInfo& dev, const KernelK
             static const char* const kNames[] = {"fwd_tile_kernel", "fwd_loop_kernel",
                                                  "bwd_tile_kernel", "bwd_loop_kernel",
                                                  "dw_reduce_kernel"};
-            const int which = key.op == Op::kReduce ? 4
+            const int which = key.op == Op::kReduce     ? 4
                               : key.op == Op::kBackward ? (key.loop ? 3 : 2)
                                                         : (key.loop ? 1 : 0);
             if ((r = d.LibraryGetKernel(&handle, library, kNames[which])) != CUDA_SUCCESS)

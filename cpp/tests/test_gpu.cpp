@@ -826,8 +826,8 @@ void check_forward(Op op, rmsnorm_dtype dtype, const Weighting& wt, const Shape&
                                      return 2 * std::ldexp(std::fabs(want), -23);
                                  }));
         } else {
-            EXPECT_TRUE(all_equal_bits("y vs the contract's roundings of the GPU's own rstd",
-                                       gpu_y, want_y));
+            EXPECT_TRUE(all_equal_bits("y vs the contract's roundings of the GPU's own rstd", gpu_y,
+                                       want_y));
         }
     }
     // y against the references: each side rounds once (gemma, or no weight), or twice (llama

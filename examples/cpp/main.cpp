@@ -167,12 +167,14 @@ int main() {
     char kernels[64];
     rmsnorm::check(rmsnorm_gpu_kernels(kernels, sizeof kernels));
     const double e_s = max_ulps(d_res.to_host(), ref_s), e_y = max_ulps(d_y.to_host(), ref_y),
-                 e_y2 = max_ulps(d_y2.to_host(), ref_y), e_dx = max_normwise(d_dx.to_host(), ref_dx),
+                 e_y2 = max_ulps(d_y2.to_host(), ref_y),
+                 e_dx = max_normwise(d_dx.to_host(), ref_dx),
                  e_dw = max_normwise(d_dw.to_host(), ref_dw);
-    std::printf("librmsnorm on the GPU (%s), %lld x %lld bf16, from the CPU reference: sum, y, "
-                "plain y %.0f, %.0f, %.0f bf16 ulps; dx, dw %.2f, %.2f of 2^-8 x max|ref|\n",
-                kernels, static_cast<long long>(rows), static_cast<long long>(n), e_s, e_y, e_y2,
-                e_dx, e_dw);
+    std::printf(
+        "librmsnorm on the GPU (%s), %lld x %lld bf16, from the CPU reference: sum, y, "
+        "plain y %.0f, %.0f, %.0f bf16 ulps; dx, dw %.2f, %.2f of 2^-8 x max|ref|\n",
+        kernels, static_cast<long long>(rows), static_cast<long long>(n), e_s, e_y, e_y2, e_dx,
+        e_dw);
     // The sum is exact; the rest differ only by the order of fp32 sums (y: rstd's last bit
     // can move x * r across a rounding boundary, then the weight's product across another).
     const bool ok = e_s == 0 && e_y <= 2 && e_y2 <= 2 && e_dx <= 1 && e_dw <= 1;
