@@ -35,6 +35,18 @@
 
 namespace {
 
+// The fp32 reference, and the fp64 one when wanted, computed on a second thread meanwhile.
+template <typename F>
+auto references(bool fp64, const F& reference) {
+    using Reference = decltype(reference(RMSNORM_ACCUMULATE_F32));
+    std::future<Reference> pending64;
+    if (fp64) pending64 = std::async(std::launch::async, reference, RMSNORM_ACCUMULATE_F64);
+    Reference ref32 = reference(RMSNORM_ACCUMULATE_F32);
+    std::optional<Reference> ref64;
+    if (fp64) ref64.emplace(pending64.get());
+    return std::make_pair(std::move(ref32), std::move(ref64));
+}
+
 // ---------------------------------------------------------------------------------------------
 // The CUDA runtime: a failed call throws (GoogleTest reports the exception as a failure).
 
@@ -789,12 +801,7 @@ void check_forward(Op op, rmsnorm_dtype dtype, const Weighting& wt, const Shape&
         rmsnorm::cpu_forward(a);
         return r;
     };
-    // The fp64 reference on a second thread while this one computes the fp32 one.
-    std::future<Reference> pending64;
-    if (s.fp64) pending64 = std::async(std::launch::async, reference, RMSNORM_ACCUMULATE_F64);
-    const Reference ref32 = reference(RMSNORM_ACCUMULATE_F32);
-    std::optional<Reference> ref64;
-    if (s.fp64) ref64.emplace(pending64.get());
+    const auto [ref32, ref64] = references(s.fp64, reference);
 
     // residual_out = round(x + residual): one fp32 addition and one rounding, the same bits.
     if (fused) {
@@ -957,12 +964,7 @@ void check_backward(Op op, rmsnorm_dtype dtype, const Weighting& wt, const Shape
         rmsnorm::cpu_backward(a);
         return r;
     };
-    // The fp64 reference on a second thread while this one computes the fp32 one.
-    std::future<Reference> pending64;
-    if (s.fp64) pending64 = std::async(std::launch::async, reference, RMSNORM_ACCUMULATE_F64);
-    const Reference ref32 = reference(RMSNORM_ACCUMULATE_F32);
-    std::optional<Reference> ref64;
-    if (s.fp64) ref64.emplace(pending64.get());
+    const auto [ref32, ref64] = references(s.fp64, reference);
 
     // The scale of each gradient element: with g = dy * (w + offset), xhat = x * r and
     // m = mean(g * xhat), dx = r * (g - xhat * m) (+ dresidual) cancels, so its error is set by
