@@ -95,7 +95,7 @@ struct Registry {
     std::mutex mutex;
     Registry() {
         for (size_t i = 0; i < kImageSetCount; ++i) {
-            slots.emplace_back(new Slot[kImageSets[i].count]);
+            slots.push_back(std::make_unique<Slot[]>(kImageSets[i].count));
         }
     }
 };
