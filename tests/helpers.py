@@ -34,6 +34,13 @@ def nan_like(t, dtype=None):
     return torch.full(t.shape, float("nan"), dtype=dtype or t.dtype, device=t.device)
 
 
+def assert_same_bits(a, b):
+    """a and b hold the very same bits (NaNs included), dtype and shape."""
+    assert a.dtype == b.dtype and a.shape == b.shape
+    as_int = torch.int16 if a.element_size() == 2 else torch.int32
+    assert torch.equal(a.view(as_int), b.view(as_int))
+
+
 def assert_close_float64(y, y64, *dtypes):
     """y against float64 ground truth, relative error at the level of the least precise of
     y's dtype and `dtypes` (the dtypes the contract rounds to on the way)."""

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import rmsnorm
+from helpers import assert_same_bits
 from rmsnorm import backend, clib, ops
 
 def test_the_python_launcher_is_the_default():
@@ -36,10 +37,6 @@ def c_backend():
     backend.use("triton")
 
 
-def _bits(t):
-    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("mode", ["llama", "gemma"])
 @pytest.mark.parametrize("shape", [(3, 5, 4096), (1, 100), (257, 40000)])
@@ -49,14 +46,16 @@ def test_c_backend_outputs_equal_the_python_launchers(c_backend, dtype, mode, sh
     w = torch.randn(shape[-1], device="cuda").to(dtype)
     y = rmsnorm.rms_norm(x, w, 1e-5, casting_mode=mode, offset=0.25)
     ref, _, _ = ops.forward(x, w, 1e-5, casting_mode=mode, offset=0.25)
-    assert torch.equal(_bits(y), _bits(ref))
+    assert_same_bits(y, ref)
     y, s = rmsnorm.fused_add_rms_norm(x, r, w, 1e-5, casting_mode=mode)
     ref_y, ref_s, _ = ops.forward(x, w, 1e-5, casting_mode=mode, residual=r)
-    assert torch.equal(_bits(y), _bits(ref_y)) and torch.equal(_bits(s), _bits(ref_s))
+    assert_same_bits(y, ref_y)
+    assert_same_bits(s, ref_s)
     r2 = r.clone()
     y, s = rmsnorm.fused_add_rms_norm(x, r2, w, 1e-5, casting_mode=mode, inplace=True)
     assert s is r2
-    assert torch.equal(_bits(r2), _bits(ref_s)) and torch.equal(_bits(y), _bits(ref_y))
+    assert_same_bits(r2, ref_s)
+    assert_same_bits(y, ref_y)
 
 
 def test_c_backend_takes_strided_rows_and_leaves_the_rest_to_the_python_launcher(c_backend):
@@ -71,7 +70,7 @@ def test_c_backend_takes_strided_rows_and_leaves_the_rest_to_the_python_launcher
     for x, weight in ((one_stride, w), (two_strides, w), (one_stride, mixed)):
         y = rmsnorm.rms_norm(x, weight)
         ref, _, _ = ops.forward(x, weight, 1e-6)
-        assert torch.equal(_bits(y), _bits(ref))
+        assert_same_bits(y, ref)
 
 
 def test_c_backend_errors_name_the_argument(c_backend):

@@ -5,6 +5,7 @@ bit-identical to rmsnorm.ops for the same inputs. Needs a GPU and the built libr
 import pytest
 import torch
 
+from helpers import assert_same_bits, nan_like
 from rmsnorm import clib, ops
 
 pytestmark = [
@@ -23,16 +24,6 @@ def _data(rows, n, dtype, seed):
     return torch.randn(rows, n, device="cuda", dtype=torch.float32, generator=g).to(dtype)
 
 
-def _poisoned(like, dtype=None):
-    return torch.full_like(like, float("nan"), dtype=dtype or like.dtype)
-
-
-def _same(a, b):
-    assert a.dtype == b.dtype and a.shape == b.shape
-    assert torch.equal(a.view(torch.uint8) if a.dtype != torch.float32 else a.view(torch.int32),
-                       b.view(torch.uint8) if b.dtype != torch.float32 else b.view(torch.int32))
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", NS)
 @pytest.mark.parametrize("mode", ["llama", "gemma"])
@@ -41,18 +32,18 @@ def test_forward_and_fused_add_match_the_python_path_bit_for_bit(dtype, n, mode)
     x, res, w = _data(rows, n, dtype, 1), _data(rows, n, dtype, 2), _data(1, n, dtype, 3)[0]
     y, s, rstd = ops.forward(x, w, 1e-6, offset=0.5, casting_mode=mode, residual=res,
                              return_rstd=True)
-    cy, cs, crstd = _poisoned(y), _poisoned(s), _poisoned(rstd)
+    cy, cs, crstd = nan_like(y), nan_like(s), nan_like(rstd)
     clib.forward(x, w, 1e-6, 0.5, mode, cy, crstd, residual=res, residual_out=cs)
     torch.cuda.synchronize()
-    _same(cy, y)
-    _same(cs, s)
-    _same(crstd, rstd)
+    assert_same_bits(cy, y)
+    assert_same_bits(cs, s)
+    assert_same_bits(crstd, rstd)
 
     y, _, rstd = ops.forward(x, w, 1e-6, casting_mode=mode, return_rstd=True)
-    cy, crstd = _poisoned(y), _poisoned(rstd)
+    cy, crstd = nan_like(y), nan_like(rstd)
     clib.forward(x, w, 1e-6, 0.0, mode, cy, crstd)
-    _same(cy, y)
-    _same(crstd, rstd)
+    assert_same_bits(cy, y)
+    assert_same_bits(crstd, rstd)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -64,16 +55,16 @@ def test_backward_matches_the_python_path_bit_for_bit(dtype, n, fused):
     dres = _data(rows, n, dtype, 7) if fused else None
     _, _, rstd = ops.forward(x, w, 1e-6, return_rstd=True)
     dx, dw = ops.backward(dy, x, w, rstd, dresidual=dres)
-    cdx, cdw = _poisoned(dx), _poisoned(dw)
+    cdx, cdw = nan_like(dx), nan_like(dw)
     clib.backward(dy, x, w, rstd, 0.0, "llama", cdx, cdw, dresidual=dres)
     torch.cuda.synchronize()
-    _same(cdx, dx)
+    assert_same_bits(cdx, dx)
     if n == 1 and dtype == torch.float32:
         # Triton's JIT compiles n == 1 as a constant (a kernel of its own), and LLVM contracts
         # its dw sums differently: the last bits of an fp32 dw may differ there (H200).
         torch.testing.assert_close(cdw, dw, rtol=1e-6, atol=0)
     else:
-        _same(cdw, dw)
+        assert_same_bits(cdw, dw)
 
 
 def test_strided_and_misaligned_rows_match_the_python_path():
@@ -81,10 +72,10 @@ def test_strided_and_misaligned_rows_match_the_python_path():
     x = base[:, 1:4097]  # row stride 4120, base pointer 2 bytes off: the unvectorised kernel
     w = _data(1, 4096, torch.bfloat16, 9)[0]
     y, _, _ = ops.forward(x, w, 1e-6)
-    cy = _poisoned(y)
+    cy = nan_like(y)
     clib.forward(x, w, 1e-6, 0.0, "llama", cy)
     torch.cuda.synchronize()
-    _same(cy, y)
+    assert_same_bits(cy, y)
 
 
 def test_the_library_names_the_kernels_it_runs():
