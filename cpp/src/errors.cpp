@@ -12,6 +12,10 @@ rmsnorm_status fail(rmsnorm_status status, std::string message) {
     return status;
 }
 
+rmsnorm_status invalid(const std::string& message) {
+    return fail(RMSNORM_ERROR_INVALID_ARGUMENT, "rmsnorm: " + message);
+}
+
 rmsnorm_status succeed() {
     last_error.clear();
     return RMSNORM_SUCCESS;

@@ -19,22 +19,25 @@ rmsnorm_status unsupported(const std::string& message) {
     return fail(RMSNORM_ERROR_UNSUPPORTED, "rmsnorm: " + message);
 }
 
-rmsnorm_status invalid(const std::string& message) {
-    return fail(RMSNORM_ERROR_INVALID_ARGUMENT, "rmsnorm: " + message);
-}
-
 uint32_t next_pow2(int64_t n) {  // n < 2^31 (check_dtypes)
     uint64_t p = 1;
     while (static_cast<int64_t>(p) < n) p <<= 1;
     return static_cast<uint32_t>(p);
 }
 
-// Tile or loop, and the block width, for rows of n elements (rmsnorm.configs._launch).
-void choose_width(Op op, rmsnorm_dtype dtype, int64_t n, KernelKey& key) {
+// The kernel of op for rows of n elements: tile or loop and the block width as
+// rmsnorm.configs._launch picks them; without a weight or in f32 both casting modes compute
+// the same, and the llama kernel serves both.
+KernelKey key_of(Op op, rmsnorm_dtype dtype, const void* weight, rmsnorm_casting_mode mode,
+                 int64_t n) {
+    KernelKey key{op, static_cast<uint32_t>(dtype)};
+    key.has_w = weight != nullptr;
+    key.llama = !key.has_w || dtype == RMSNORM_F32 || mode == RMSNORM_LLAMA;
     const int o = static_cast<int>(op), t = static_cast<int>(dtype);
     const uint32_t width = std::max<uint32_t>(kMinTile, next_pow2(n));
     key.loop = width > static_cast<uint32_t>(kTileLimit[o][t]);
     key.block = key.loop ? static_cast<uint32_t>(kLoopBlock[o][t]) : width;
+    return key;
 }
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -61,6 +64,18 @@ rmsnorm_status check_flags(unsigned flags) {
     return succeed();
 }
 
+// A weight in another dtype than x's would first fail validate's output-dtype rule (llama
+// promotes y), naming y; name the weight, the real cause.
+rmsnorm_status check_weight_dtype(const void* weight, rmsnorm_dtype weight_dtype,
+                                  rmsnorm_dtype x_dtype) {
+    if (weight != nullptr && weight_dtype != x_dtype) {
+        return unsupported(
+            "weight_dtype differs from x's; the GPU kernels of librmsnorm take the weight in "
+            "the activations' dtype (the Python package mixes them)");
+    }
+    return RMSNORM_SUCCESS;
+}
+
 // The dtype rules of the built kernels (rmsnorm/aot.py): one activation dtype, the weight's
 // the same. Names the first argument that differs.
 rmsnorm_status check_dtypes(rmsnorm_dtype act, const void* weight, rmsnorm_dtype weight_dtype,
@@ -73,11 +88,8 @@ rmsnorm_status check_dtypes(rmsnorm_dtype act, const void* weight, rmsnorm_dtype
                                "dtype for all activations (the Python package mixes them)");
         }
     }
-    if (weight != nullptr && weight_dtype != act) {
-        return unsupported(
-            "weight_dtype differs from x's; the GPU kernels of librmsnorm take the weight in "
-            "the activations' dtype (the Python package mixes them)");
-    }
+    if (rmsnorm_status s = check_weight_dtype(weight, weight_dtype, act); s != RMSNORM_SUCCESS)
+        return s;
     if (accumulation != RMSNORM_ACCUMULATE_F32) {
         return invalid(
             "accumulation: the GPU sums in fp32 (RMSNORM_ACCUMULATE_F64 is the CPU "
@@ -120,18 +132,6 @@ rmsnorm_status launch(const Context& c, const Kernel& k, int64_t grid, void** pa
     return succeed();
 }
 
-// A weight in another dtype than x's would first fail validate's output-dtype rule (llama
-// promotes y), naming y; name the weight, the real cause.
-rmsnorm_status check_weight_dtype(const void* weight, rmsnorm_dtype weight_dtype,
-                                  rmsnorm_dtype x_dtype) {
-    if (weight != nullptr && weight_dtype != x_dtype) {
-        return unsupported(
-            "weight_dtype differs from x's; the GPU kernels of librmsnorm take the weight in "
-            "the activations' dtype (the Python package mixes them)");
-    }
-    return RMSNORM_SUCCESS;
-}
-
 rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool fused) {
     if (args != nullptr && args->struct_size == sizeof(rmsnorm_forward_args)) {
         const rmsnorm_status s =
@@ -167,11 +167,7 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     const void* rstd = a.rstd != nullptr ? static_cast<const void*>(a.rstd) : x;
     int64_t sr = fused ? a.residual.stride : 0, sro = fused ? a.residual_out.stride : 0;
 
-    KernelKey key{fused ? Op::kAdd : Op::kForward, static_cast<uint32_t>(act)};
-    key.has_w = a.weight != nullptr;
-    // Without a weight or in f32 both modes compute the same; the llama kernel serves both.
-    key.llama = !key.has_w || act == RMSNORM_F32 || a.casting_mode == RMSNORM_LLAMA;
-    choose_width(key.op, act, a.n, key);
+    KernelKey key = key_of(fused ? Op::kAdd : Op::kForward, act, a.weight, a.casting_mode, a.n);
     key.align = alignment(a.n, {x, res, w, y, res_out, rstd}, {a.x.stride, sr, a.y.stride, sro});
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
@@ -205,12 +201,9 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
                           a.accumulation, a.n)) != RMSNORM_SUCCESS)
         return s;
     if ((s = open(c)) != RMSNORM_SUCCESS) return s;
-    key = KernelKey{Op::kBackward, static_cast<uint32_t>(act)};
-    key.has_w = a.weight != nullptr;
-    key.llama = !key.has_w || act == RMSNORM_F32 || a.casting_mode == RMSNORM_LLAMA;
+    key = key_of(Op::kBackward, act, a.weight, a.casting_mode, a.n);
     key.has_dres = fused;
     key.has_dw = a.dw != nullptr;
-    choose_width(Op::kBackward, act, a.n, key);
     const void* dres = fused ? a.dresidual.data : a.dx.data;
     const void* w = a.weight != nullptr ? a.weight : a.x.data;
     const void* partials = key.has_dw ? workspace : a.rstd;
@@ -236,10 +229,11 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
     const KernelImage* image = nullptr;
     rmsnorm_status s = backward_plan(a, fused, workspace, c, key, &image);
     if (s != RMSNORM_SUCCESS) return s;
-    const size_t weight_bytes = static_cast<size_t>(a.n) * (a.weight_dtype == RMSNORM_F32 ? 4 : 2);
     if (a.rows == 0) {
         // No rows: dw is a sum over nothing.
         if (a.dw == nullptr) return succeed();
+        const size_t weight_bytes =
+            static_cast<size_t>(a.n) * (a.weight_dtype == RMSNORM_F32 ? 4 : 2);
         const CUresult r = c.driver->MemsetD8Async(ptr(a.dw), 0, weight_bytes, stream);
         return r == CUDA_SUCCESS ? succeed() : cuda_failure(*c.driver, r, "cuMemsetD8Async");
     }

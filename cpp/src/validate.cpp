@@ -24,10 +24,6 @@ const char* dtype_name(rmsnorm_dtype dtype) {
     return "an unknown dtype";
 }
 
-rmsnorm_status invalid(const std::string& message) {
-    return fail(RMSNORM_ERROR_INVALID_ARGUMENT, "rmsnorm: " + message);
-}
-
 // Checks one row-set argument: dtype, data present when there are rows, and a stride that
 // reaches the next row (outputs: past the current one, so rows never overlap).
 rmsnorm_status check_rows(const char* name, const rmsnorm_rows& rows, int64_t count, int64_t n,
