@@ -70,8 +70,7 @@ def specs():
             limit = configs.tile_limit(op, eb)
             widths = [(False, 1 << k) for k in range(configs.MIN_TILE.bit_length() - 1,
                                                        limit.bit_length())]
-            loop_width = _launch(Spec(op, dtype, loop=True), 90).block_n
-            widths.append((True, loop_width))
+            widths.append((True, configs.loop_block(op, eb)))
             for has_w in (False, True):
                 # Without a weight, or in f32, both modes compute the same: one kernel.
                 modes = (True, False) if has_w and dtype != "f32" else (True,)

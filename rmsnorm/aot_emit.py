@@ -61,7 +61,8 @@ def emit(out, archs, specs, cache_path, ptx_arch):
     for label, _, _, _, metas, spans in images:
         lines.append(f"static const KernelImage kKernels_{label}[] = {{")
         for spec, meta, (offset, size) in zip(specs, metas, spans):
-            lines.append(f"    {{{spec.key()}u, {offset}u, {size}u, {meta['num_warps']}, "
+            lines.append(f"    {{{spec.key()}u, \"{meta['name']}\", {offset}u, {size}u, "
+                         f"{meta['num_warps']}, "
                          f"{meta['shared']}, {meta['rows']}, {meta['programs_per_sm']}}},")
         lines.append("};")
     lines += ["", "const ImageSet kImageSets[] = {"]
@@ -80,10 +81,8 @@ def _dispatch_tables():
     dtype_bytes = (4, 2, 2)  # f32, f16, bf16: rmsnorm.aot.DTYPES order
     tile = ", ".join("{" + ", ".join(str(configs.tile_limit(op, eb)) for eb in dtype_bytes) + "}"
                      for op in ops)
-    loop = ", ".join("{" + ", ".join(str(configs.forward_launch(1 << 20, eb, op == "add").block_n
-                                         if op != "bwd" else
-                                         configs.backward_launch(1 << 20, eb, False).block_n)
-                                     for eb in dtype_bytes) + "}" for op in ops)
+    loop = ", ".join("{" + ", ".join(str(configs.loop_block(op, eb)) for eb in dtype_bytes) + "}"
+                     for op in ops)
     reduce = ", ".join(str(configs.reduce_launch(1 << k)[1]) for k in range(32))
     return [
         f"const int kMinTile = {configs.MIN_TILE};",

@@ -201,6 +201,12 @@ def tile_limit(op: str, elem_bytes: int) -> int:
                if r.op == op and r.elem_bytes == elem_bytes and r.path == "tile")
 
 
+def loop_block(op: str, elem_bytes: int) -> int:
+    """Tile width of the looped path of op (rows wider than tile_limit)."""
+    return _launch_for(op, 4 * tile_limit(op, elem_bytes), elem_bytes, 1, 0,
+                       DEFAULT_ARCH).block_n
+
+
 def _launch_for(op, n, elem_bytes, streams, weight_bytes, arch):
     limit = MAX_TILE[elem_bytes]
     if _max_tile_override is not None:

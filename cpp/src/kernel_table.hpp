@@ -34,7 +34,8 @@ struct KernelKey {
 
 // One compiled kernel: where its image lies in its set's blob and how to launch it.
 struct KernelImage {
-    uint32_t key;  // KernelKey::packed(); tables are sorted by it
+    uint32_t key;      // KernelKey::packed(); tables are sorted by it
+    const char* name;  // the kernel function in the image
     uint32_t offset;
     uint32_t size;
     int num_warps;

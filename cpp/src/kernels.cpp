@@ -171,15 +171,8 @@ rmsnorm_status find_kernel(const Driver& d, const DeviceInfo& dev, const KernelK
             CUresult r = d.LibraryLoadData(&library, dev.set->blob + image->offset, nullptr,
                                            nullptr, 0, nullptr, nullptr, 0);
             if (r != CUDA_SUCCESS) return cuda_failure(d, r, "cuLibraryLoadData");
-            // Every Triton kernel is named after its function; one per library.
-            static const char* const kNames[] = {"fwd_tile_kernel", "fwd_loop_kernel",
-                                                 "bwd_tile_kernel", "bwd_loop_kernel",
-                                                 "dw_reduce_kernel"};
-            const int which = key.op == Op::kReduce     ? 4
-                              : key.op == Op::kBackward ? (key.loop ? 3 : 2)
-                                                        : (key.loop ? 1 : 0);
-            if ((r = d.LibraryGetKernel(&handle, library, kNames[which])) != CUDA_SUCCESS)
-                return cuda_failure(d, r, std::string("cuLibraryGetKernel(") + kNames[which] + ")");
+            if ((r = d.LibraryGetKernel(&handle, library, image->name)) != CUDA_SUCCESS)
+                return cuda_failure(d, r, std::string("cuLibraryGetKernel(") + image->name + ")");
             slot.handle.store(handle, std::memory_order_release);
         }
         if (!(slot.ready_on.load(std::memory_order_relaxed) & bit)) {
