@@ -117,14 +117,16 @@ def _signature(spec, arch):
         block_p, block_c, warps = configs.reduce_launch(spec.block * 128)
         assert block_c == spec.block
         kernel = backward.dw_reduce_kernel
-        types = {"DWP": "*fp32", "DW": t, "P": "i64", "N": "i32"}
-        consts = dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=False)
+        types = {"DWP": "*fp32", "DW": t, "P": "i32", "N": "i32"}
+        consts = dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=False,
+                      PDL=configs.waits_on_prior_grid(arch))
         return kernel, types, consts, {"DWP", "DW"}, {"N"}, warps, 1
     launch = _launch(spec, arch)
     assert launch.path == ("loop" if spec.loop else "tile") and launch.block_n == spec.block
     common = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                   W_RESIDENT=launch.w_resident, HAS_W=spec.has_w, TWO_LEVEL=False,
-                  LLAMA=spec.llama, ACC=tl.float32, SOFT_BF16=False)
+                  LLAMA=spec.llama, ACC=tl.float32, SOFT_BF16=False,
+                  PDL=configs.waits_on_prior_grid(arch))
     if spec.op == "bwd":
         kernel = backward.bwd_loop_kernel if spec.loop else backward.bwd_tile_kernel
         pointers = dict(DY=t, X=t, W=t, RSTD="*fp32", DX=t, DRES=t, DWP="*fp32")
@@ -143,9 +145,10 @@ def _signature(spec, arch):
         elif name in ("eps", "offset"):
             types[name] = "fp32"
         else:
-            # N stays 32-bit as the JIT types it (it meets every column index); row counts
-            # and strides are 64-bit so that any tensor fits.
-            types[name] = "i32" if name == "N" else "i64"
+            # 32-bit, as the JIT types an int below 2^31 (offsets are formed in 64 bits
+            # inside): the C runtime launches at most 2^30 rows at a time and refuses
+            # strides of 2^31 elements or more.
+            types[name] = "i32"
     # n and the row strides (the names s*_o / s*_i).
     ints = {"N"} | {n for n in kernel.arg_names if n.startswith("s")}
     return kernel, types, consts, set(pointers), ints, launch.num_warps, launch.num_stages
@@ -157,6 +160,8 @@ def compile_one(spec, arch):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from rmsnorm import configs
+
     kernel, types, consts, pointers, ints, warps, stages = _signature(spec, arch)
     names = kernel.arg_names
     aligned = (pointers if spec.align >= ALIGN_PTR else set()) | \
@@ -164,12 +169,12 @@ def compile_one(spec, arch):
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     src = ASTSource(fn=kernel, signature=types, constexprs=consts, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                              options=dict(num_warps=warps, num_stages=stages))
+                              options=dict(num_warps=warps, num_stages=stages,
+                                           **configs.COMPILE_OPTIONS))
     md = compiled.metadata
     if md.global_scratch_size or getattr(md, "profile_scratch_size", 0):
         raise RuntimeError(f"{spec} needs global scratch memory, which librmsnorm does not "
                            "allocate")
-    from rmsnorm import configs
 
     limit = configs.SMEM_LIMIT.get(arch, configs.SMEM_LIMIT_DEFAULT)
     if md.shared > limit:

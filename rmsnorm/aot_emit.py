@@ -67,7 +67,10 @@ def emit(out, archs, specs, cache_path, ptx_arch):
         lines.append("};")
     lines += ["", "const ImageSet kImageSets[] = {"]
     for label, arch, is_ptx, _, _, _ in images:
-        lines.append(f"    {{{arch}, {'true' if is_ptx else 'false'}, rmsnorm_blob_{label}, "
+        # The PTX set is the oldest arch's, whose kernels have no griddepcontrol (configs).
+        pdl = configs.waits_on_prior_grid(arch) and not is_ptx
+        lines.append(f"    {{{arch}, {'true' if is_ptx else 'false'}, {'true' if pdl else 'false'}, "
+                     f"rmsnorm_blob_{label}, "
                      f"kKernels_{label}, sizeof(kKernels_{label}) / sizeof(KernelImage)}},")
     lines += ["};", f"const size_t kImageSetCount = {len(images)};", ""]
     lines += _dispatch_tables()

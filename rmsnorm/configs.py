@@ -30,6 +30,19 @@ SMEM_LIMIT = {80: 166912, 87: 166912, 90: 232448, 100: 232448, 103: 232448}
 SMEM_LIMIT_DEFAULT = 101376  # sm_86, sm_89, sm_120: 99 KB
 SMEM_MARGIN = 27 * 1024
 DEFAULT_ARCH = 90  # what the interpreter and the CPU assume
+# Programmatic dependent launch (rmsnorm.kernels.prior_grid) needs PTX's griddepcontrol, from
+# sm_90 on: kernels for these archs wait on the prior grid (a no-op unless launched with PDL).
+PDL_MIN_ARCH = 90
+# Compiler option of every kernel, on every path. FMA contraction would let a reduction's
+# first step fuse one lane's square into the sum (fma(v, v, other lane's v*v)) while its
+# partner lane fuses the other: lanes holding the same row's sum would disagree in the last
+# bit, which rstd and y then show at random. Without it every lane rounds every product as
+# the contract writes it, and all copies of a sum agree bit for bit.
+COMPILE_OPTIONS = {"enable_fp_fusion": False}
+
+
+def waits_on_prior_grid(arch: int) -> bool:
+    return arch >= PDL_MIN_ARCH
 
 
 def smem_budget(arch: int) -> int:

@@ -191,7 +191,7 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                  W_RESIDENT=launch.w_resident, HAS_RES=fused, HAS_W=w_dtype is not None,
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
-                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED)
+                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
     kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
     return _prepare(kernel, grid, 6, flags, launch.num_warps), sizes
 
@@ -299,7 +299,7 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, 
                  HAS_DRES=dres_meta is not None,
                  HAS_W=w_dtype is not None,
                  HAS_DW=need_dw, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
-                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED)
+                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
     kernel = bwd_tile_kernel if launch.path == "tile" else bwd_loop_kernel
     return _prepare(kernel, _grid(launch, plan.rows, device), 7, flags,
                     launch.num_warps), sizes
@@ -311,7 +311,8 @@ def _reduce_spec(n, partial_dtype, dw_dtype, device):
     the key: the compiled kernel Prepared reuses is specific to them."""
     block_p, block_c, warps = configs.reduce_launch(n)
     return _prepare(dw_reduce_kernel, -(-n // block_c), 2,
-                    dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=INTERPRETED), warps)
+                    dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=INTERPRETED,
+                         PDL=_pdl(device)), warps)
 
 
 def _prepare(kernel, grid, n_pointers, flags, num_warps):
@@ -329,6 +330,13 @@ def _grid(launch, rows, device):
     if INTERPRETED:
         return min(launch.grid(rows, 1), INTERPRETER_PROGRAMS)
     return launch.grid(rows, _sm_count(device))
+
+
+def _pdl(device):
+    """Whether the kernels wait on the prior grid (rmsnorm.kernels.prior_grid): as the AOT
+    build compiles them for the device's arch, so both paths run the same code."""
+    return device.type == "cuda" and not INTERPRETED and \
+        configs.waits_on_prior_grid(_arch(device))
 
 
 def _on_device(device):

@@ -17,6 +17,8 @@ try:
 except ImportError:  # pragma: no cover - every supported triton has it
     InterpretedFunction = ()
 
+from rmsnorm.configs import COMPILE_OPTIONS
+
 
 class Prepared:
     def __init__(self, kernel, grid, n_pointers, constexprs, num_warps):
@@ -31,14 +33,16 @@ class Prepared:
     def __call__(self, *args):
         """args: the kernel's runtime arguments in order, the n_pointers tensors first."""
         if not self.direct:
-            self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps)
+            self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps,
+                                   **COMPILE_OPTIONS)
             return
         aligned = tuple(t.data_ptr() % 16 == 0 for t in args[:self.n_pointers])
         launch = self.compiled.get(aligned)
         if launch is not None:
             launch(*args, *self.constexprs.values())
             return
-        compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps)
+        compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps,
+                                   **COMPILE_OPTIONS)
         if hasattr(compiled, "packed_metadata"):  # a CompiledKernel, not a wrapper's result
             # CompiledKernel[grid] launches on the current device's current stream, as the
             # JIT does; it takes every parameter, constexprs included, in order.

@@ -47,6 +47,7 @@ Loaded load() {
               resolve(handle, "cuLibraryGetKernel", d.LibraryGetKernel, l.error) &
               resolve(handle, "cuKernelSetAttribute", d.KernelSetAttribute, l.error) &
               resolve(handle, "cuLaunchKernel", d.LaunchKernel, l.error) &
+              resolve(handle, "cuLaunchKernelEx", d.LaunchKernelEx, l.error) &
               resolve(handle, "cuMemsetD8Async", d.MemsetD8Async, l.error);
     if (!ok) {
         l.status = RMSNORM_ERROR_NO_GPU;

@@ -19,6 +19,7 @@ struct Driver {
     decltype(&::cuLibraryGetKernel) LibraryGetKernel = nullptr;
     decltype(&::cuKernelSetAttribute) KernelSetAttribute = nullptr;
     decltype(&::cuLaunchKernel) LaunchKernel = nullptr;
+    decltype(&::cuLaunchKernelEx) LaunchKernelEx = nullptr;
     decltype(&::cuMemsetD8Async) MemsetD8Async = nullptr;
 };
 

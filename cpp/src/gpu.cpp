@@ -2,6 +2,7 @@
 // as the Python launcher applies them) and its launch.
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -55,12 +56,24 @@ KernelKey::Align alignment(int64_t n, std::initializer_list<const void*> pointer
 }
 
 rmsnorm_status check_flags(unsigned flags) {
-    if (flags & RMSNORM_LAUNCH_PDL) {
-        return fail(RMSNORM_ERROR_NOT_IMPLEMENTED,
-                    "rmsnorm: launch_flags RMSNORM_LAUNCH_PDL: programmatic dependent launch is "
-                    "not built yet (the kernels do not wait on the preceding grid)");
+    if ((flags & ~unsigned{RMSNORM_LAUNCH_PDL}) != 0)
+        return invalid("launch_flags has unknown bits");
+    return succeed();
+}
+
+// Row counts and strides reach the kernels as 32-bit integers, as Triton's JIT passes any
+// below 2^31 (the kernels form offsets in 64 bits): the same code as the Python path's.
+// Forward calls of more rows are split into launches of kRowsPerLaunch rows, a multiple of
+// 16 that keeps every launch's pointers as aligned as the first's.
+constexpr int64_t kRowsPerLaunch = int64_t{1} << 30;
+
+rmsnorm_status check_strides(std::initializer_list<std::pair<const char*, int64_t>> strides) {
+    for (const auto& [name, stride] : strides) {
+        if (stride > INT32_MAX) {
+            return unsupported(std::string(name) + ".stride is " + std::to_string(stride) +
+                               "; the GPU kernels take row strides below 2^31 elements");
+        }
     }
-    if (flags != 0) return invalid("launch_flags has unknown bits");
     return succeed();
 }
 
@@ -122,15 +135,33 @@ int64_t grid_of(const KernelImage& image, int64_t rows, int sm_count) {
 }
 
 rmsnorm_status launch(const Context& c, const Kernel& k, int64_t grid, void** params,
-                      CUstream stream) {
+                      CUstream stream, unsigned flags) {
     if (grid > INT32_MAX) return invalid("too many programs");
-    const CUresult r =
-        c.driver->LaunchKernel(reinterpret_cast<CUfunction>(k.handle), static_cast<unsigned>(grid),
-                               1, 1, 32u * k.image->num_warps, 1, 1,
-                               static_cast<unsigned>(k.image->shared), stream, params, nullptr);
-    if (r != CUDA_SUCCESS) return cuda_failure(*c.driver, r, "cuLaunchKernel");
-    return succeed();
+    const auto f = reinterpret_cast<CUfunction>(k.handle);
+    const auto blocks = static_cast<unsigned>(grid), threads = 32u * k.image->num_warps,
+               shared = static_cast<unsigned>(k.image->shared);
+    if ((flags & RMSNORM_LAUNCH_PDL) == 0 || !c.device->set->waits_on_prior_grid) {
+        const CUresult r =
+            c.driver->LaunchKernel(f, blocks, 1, 1, threads, 1, 1, shared, stream, params, nullptr);
+        return r == CUDA_SUCCESS ? succeed() : cuda_failure(*c.driver, r, "cuLaunchKernel");
+    }
+    CUlaunchAttribute pdl{};
+    pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    pdl.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = blocks;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = threads;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = shared;
+    config.hStream = stream;
+    config.attrs = &pdl;
+    config.numAttrs = 1;
+    const CUresult r = c.driver->LaunchKernelEx(&config, f, params, nullptr);
+    return r == CUDA_SUCCESS ? succeed() : cuda_failure(*c.driver, r, "cuLaunchKernelEx");
 }
+
+size_t element_bytes(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
 
 rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool fused) {
     if (args != nullptr && args->struct_size == sizeof(rmsnorm_forward_args)) {
@@ -153,6 +184,12 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
                            {"residual_out", fused ? a.residual_out.dtype : act}},
                           a.accumulation, a.n)) != RMSNORM_SUCCESS)
         return s;
+    if ((s = check_strides({{"x", a.x.stride},
+                            {"y", a.y.stride},
+                            {"residual", fused ? a.residual.stride : 0},
+                            {"residual_out", fused ? a.residual_out.stride : 0}})) !=
+        RMSNORM_SUCCESS)
+        return s;
     Context c{};
     if ((s = open(c)) != RMSNORM_SUCCESS) return s;
     if (a.rows == 0) return succeed();
@@ -172,16 +209,31 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
 
-    CUdeviceptr px = ptr(x), pr = ptr(res), pw = ptr(w), py = ptr(y), pro = ptr(res_out),
-                prs = ptr(rstd), scratch = 0;
-    int64_t m = a.rows, h = a.rows, rstd_rows = a.rstd != nullptr ? a.rows : 0, zero = 0;
-    int64_t sx = a.x.stride, sy = a.y.stride;
-    int32_t n = static_cast<int32_t>(a.n);
+    // The kernels' int parameters (rmsnorm/aot.py); the inner strides of two-level row
+    // addressing are 0 (one row stride per tensor here).
+    int32_t n = static_cast<int32_t>(a.n), sx = static_cast<int32_t>(a.x.stride),
+            sy = static_cast<int32_t>(a.y.stride), sr32 = static_cast<int32_t>(sr),
+            sro32 = static_cast<int32_t>(sro), zero = 0;
     float eps = a.eps, offset = a.offset;
-    void* params[] = {&px,  &pr,        &pw,  &py,     &pro,     &prs,    &m,  &n,
-                      &h,   &rstd_rows, &sx,  &zero,   &sr,      &zero,   &sy, &zero,
-                      &sro, &zero,      &eps, &offset, &scratch, &scratch};
-    return launch(c, k, grid_of(*k.image, a.rows, c.device->sm_count), params, stream);
+    const size_t eb = element_bytes(act);
+    for (int64_t first = 0; first < a.rows; first += kRowsPerLaunch) {
+        // Each launch sees its rows as rows 0..count-1 of tensors starting at row `first`.
+        const auto at = [first](const void* p, int64_t stride, size_t bytes) {
+            return ptr(p) + static_cast<CUdeviceptr>(first * stride) * bytes;
+        };
+        CUdeviceptr px = at(x, sx, eb), pr = at(res, sr, eb), pw = ptr(w), py = at(y, sy, eb),
+                    pro = at(res_out, sro, eb),
+                    prs = a.rstd != nullptr ? at(rstd, 1, sizeof(float)) : ptr(rstd), scratch = 0;
+        const int64_t count = std::min(kRowsPerLaunch, a.rows - first);
+        int32_t m = static_cast<int32_t>(count), h = m, rstd_rows = a.rstd != nullptr ? m : 0;
+        void* params[] = {&px,    &pr,        &pw,  &py,     &pro,     &prs,    &m,  &n,
+                          &h,     &rstd_rows, &sx,  &zero,   &sr32,    &zero,   &sy, &zero,
+                          &sro32, &zero,      &eps, &offset, &scratch, &scratch};
+        if ((s = launch(c, k, grid_of(*k.image, count, c.device->sm_count), params, stream,
+                        a.launch_flags)) != RMSNORM_SUCCESS)
+            return s;
+    }
+    return succeed();
 }
 
 // The backward's kernel for these args on the current device (shared by the workspace query
@@ -200,6 +252,16 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
                           {{"dy", a.dy.dtype}, {"dresidual", fused ? a.dresidual.dtype : act}},
                           a.accumulation, a.n)) != RMSNORM_SUCCESS)
         return s;
+    if ((s = check_strides({{"dy", a.dy.stride},
+                            {"x", a.x.stride},
+                            {"dx", a.dx.stride},
+                            {"dresidual", fused ? a.dresidual.stride : 0}})) != RMSNORM_SUCCESS)
+        return s;
+    if (a.rows > INT32_MAX) {
+        // One launch, one set of dw partials: the rows are not split as the forward's are.
+        return unsupported("rows is " + std::to_string(a.rows) +
+                           "; the GPU backward takes fewer than 2^31 rows per call");
+    }
     if ((s = open(c)) != RMSNORM_SUCCESS) return s;
     key = key_of(Op::kBackward, act, a.weight, a.casting_mode, a.n);
     key.has_dres = fused;
@@ -251,13 +313,17 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
                 pw = ptr(a.weight != nullptr ? a.weight : a.x.data), prs = ptr(a.rstd),
                 pdx = ptr(a.dx.data), pdr = ptr(fused ? a.dresidual.data : a.dx.data),
                 pdwp = key.has_dw ? ptr(workspace) : prs, scratch = 0;
-    int64_t m = a.rows, h = a.rows, zero = 0, sdy = a.dy.stride, sx = a.x.stride, sdx = a.dx.stride,
-            sdr = fused ? a.dresidual.stride : 0;
-    int32_t n = static_cast<int32_t>(a.n);
+    // 32-bit, as the forward's (checked by backward_plan).
+    int32_t m = static_cast<int32_t>(a.rows), h = m, zero = 0,
+            sdy = static_cast<int32_t>(a.dy.stride), sx = static_cast<int32_t>(a.x.stride),
+            sdx = static_cast<int32_t>(a.dx.stride),
+            sdr = fused ? static_cast<int32_t>(a.dresidual.stride) : 0,
+            n = static_cast<int32_t>(a.n);
     float offset = a.offset;
     void* params[] = {&pdy,  &px, &pw,   &prs, &pdx,  &pdr, &pdwp, &m,      &n,       &h,      &sdy,
                       &zero, &sx, &zero, &sdx, &zero, &sdr, &zero, &offset, &scratch, &scratch};
-    if ((s = launch(c, k, grid, params, stream)) != RMSNORM_SUCCESS || !key.has_dw) return s;
+    if ((s = launch(c, k, grid, params, stream, a.launch_flags)) != RMSNORM_SUCCESS || !key.has_dw)
+        return s;
 
     // dw: the fixed-order sum of the grid's partial rows.
     KernelKey rkey{Op::kReduce, static_cast<uint32_t>(a.weight_dtype)};
@@ -268,9 +334,9 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
     Kernel rk{};
     if ((s = find_kernel(*c.driver, *c.device, rkey, &rk)) != RMSNORM_SUCCESS) return s;
     CUdeviceptr pdw = ptr(a.dw);
-    int64_t partial_rows = grid;
+    int32_t partial_rows = static_cast<int32_t>(grid);
     void* rparams[] = {&pdwp, &pdw, &partial_rows, &n, &scratch, &scratch};
-    return launch(c, rk, (a.n + rkey.block - 1) / rkey.block, rparams, stream);
+    return launch(c, rk, (a.n + rkey.block - 1) / rkey.block, rparams, stream, a.launch_flags);
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ struct KernelImage {
 struct ImageSet {
     int arch;  // major * 10 + minor
     bool is_ptx;
+    // Its kernels start with griddepcontrol.wait (rmsnorm.kernels.prior_grid): they may be
+    // launched with programmatic dependent launch.
+    bool waits_on_prior_grid;
     const unsigned char* blob;
     const KernelImage* kernels;
     size_t count;

@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from rmsnorm.kernels.forward import _load_weight, _row_start
+from rmsnorm.kernels.prior_grid import wait_for_prior_grid
 from rmsnorm.kernels.rounding import round_to
 
 
@@ -46,7 +47,7 @@ def _dw_term(dy, xhat, NORM_DTYPE: tl.constexpr, LLAMA: tl.constexpr, SOFT_BF16:
         return dy * xhat
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "H"])  # as the forward's
 def bwd_tile_kernel(
     DY, X, W, RSTD, DX, DRES, DWP,
     M, N, H,
@@ -55,8 +56,9 @@ def bwd_tile_kernel(
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr,
     HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
-    LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr,
+    LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
+    wait_for_prior_grid(PDL)
     offset = tl.cast(offset, tl.float32)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -112,7 +114,7 @@ def bwd_tile_kernel(
         tl.store(partial, tl.sum(dw_acc, axis=0), mask=col_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "H"])
 def bwd_loop_kernel(
     DY, X, W, RSTD, DX, DRES, DWP,
     M, N, H,
@@ -121,10 +123,11 @@ def bwd_loop_kernel(
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr,
     HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
-    LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr,
+    LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
     # W_RESIDENT and DW_RESIDENT belong to the shared signature: the weight is streamed with
     # the rows and dw goes to the program's partial row in global memory, once per ROWS rows.
+    wait_for_prior_grid(PDL)
     offset = tl.cast(offset, tl.float32)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -190,10 +193,11 @@ def bwd_loop_kernel(
             tl.debug_barrier()  # as above, for the next rows' read-modify-write
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["P"])
 def dw_reduce_kernel(DWP, DW, P, N, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                     SOFT_BF16: tl.constexpr):
+                     SOFT_BF16: tl.constexpr, PDL: tl.constexpr):
     """dw[c] = sum over the P partial rows of DWP[:, c], always in the same order."""
+    wait_for_prior_grid(PDL)
     cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
     col_mask = cols < N
     acc = tl.zeros([BLOCK_P, BLOCK_C], DWP.dtype.element_ty)

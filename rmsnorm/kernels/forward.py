@@ -23,6 +23,7 @@ it is written and normalized; "llama" rounds x*r to the norm input's dtype befor
 import triton
 import triton.language as tl
 
+from rmsnorm.kernels.prior_grid import wait_for_prior_grid
 from rmsnorm.kernels.rounding import round_to
 
 
@@ -69,7 +70,9 @@ def _scale(v, rstd, w, NORM_DTYPE: tl.constexpr, HAS_W: tl.constexpr, LLAMA: tl.
         return v * rstd
 
 
-@triton.jit
+# Row counts are never specialized (Triton would compile a count of 1, or one divisible by
+# 16, as a kernel of its own): the AOT build compiles the same code for every count.
+@triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
 def fwd_tile_kernel(
     X, R, W, Y, RO, RSTD,
     M, N, H, rstd_rows,
@@ -79,8 +82,9 @@ def fwd_tile_kernel(
     W_RESIDENT: tl.constexpr,
     HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
-    SOFT_BF16: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
+    wait_for_prior_grid(PDL)
     eps, offset = _as_fp32(eps, offset)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -119,7 +123,7 @@ def fwd_tile_kernel(
         tl.store(Y + y_at, round_to(y, Y.dtype.element_ty, SOFT_BF16), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
 def fwd_loop_kernel(
     X, R, W, Y, RO, RSTD,
     M, N, H, rstd_rows,
@@ -129,11 +133,12 @@ def fwd_loop_kernel(
     W_RESIDENT: tl.constexpr,
     HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
-    SOFT_BF16: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
     # ROWS and W_RESIDENT are part of the shared signature; this path owns one row at a time
     # and streams the weight with the row.
     tl.static_assert(ROWS == 1)
+    wait_for_prior_grid(PDL)
     eps, offset = _as_fp32(eps, offset)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)

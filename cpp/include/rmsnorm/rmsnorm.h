@@ -51,8 +51,11 @@ typedef struct CUstream_st* CUstream;
 
 /* rmsnorm_*_args.launch_flags */
 enum {
-    /* Launch with programmatic dependent launch (Hopper and later). Not built yet: the kernels
-     * do not wait on the preceding grid, so the flag is refused (RMSNORM_ERROR_NOT_IMPLEMENTED). */
+    /* Launch with programmatic dependent launch (sm_90 and later): the kernel may start while
+     * the previous one on the stream finishes; it waits for that grid's completion and writes
+     * before its first memory access, and lets the next kernel launch early in turn. Where
+     * the kernels cannot wait (GPUs before sm_90, or the PTX fallback JIT-compiled for a GPU
+     * this build has no cubins for) the flag is ignored: an ordinary launch in stream order. */
     RMSNORM_LAUNCH_PDL = 1,
 };
 
@@ -124,10 +127,12 @@ RMSNORM_API const char* rmsnorm_last_error(void);
 /* GPU. Pointers are device pointers (or managed memory) of the current context's device;
  * nothing is allocated and nothing is synchronized. What the kernels of this build cover: x,
  * residual, residual_out, y, dy, dx and dresidual of one dtype, and the weight (if any) of that
- * dtype too; n < 2^31. Other combinations return RMSNORM_ERROR_UNSUPPORTED (the Python
- * package computes them). Every pointer a call passes (rstd and the dw workspace included)
- * 16-byte aligned, with n and every row stride a multiple of 16, takes the vectorised
- * kernels; anything else takes their unvectorised twins (same results, slower).
+ * dtype too; n and every row stride below 2^31 elements; for the backward, rows below 2^31
+ * (the forward takes any number: it launches at most 2^30 rows at a time). Other combinations
+ * return RMSNORM_ERROR_UNSUPPORTED (the Python package computes them). Every pointer a call passes
+ * (rstd and the dw workspace included) 16-byte aligned, with n and every row stride a multiple of
+ * 16, takes the vectorised kernels; anything else takes their unvectorised twins (same results,
+ * slower).
  *
  * rmsnorm_forward: the plain norm (residual.data must be NULL).
  * rmsnorm_fused_add_forward: s = x + residual to residual_out (which may be residual), then

@@ -1,0 +1,78 @@
+"""The AOT compiler (rmsnorm.aot) compiles the code Triton's JIT compiles for the Python path:
+the same argument types, the same specializations, the same compiler options. Runs on the
+CPU (compiling needs no GPU), in a child process: the test session may have Triton's
+interpreter on, under which kernels cannot be compiled."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROW_COUNTS = {"fwd_tile_kernel": ["H", "M", "rstd_rows"], "fwd_loop_kernel": ["H", "M", "rstd_rows"],
+              "bwd_tile_kernel": ["H", "M"], "bwd_loop_kernel": ["H", "M"],
+              "dw_reduce_kernel": ["P"]}
+
+_PROBE = r"""
+import json, re
+from rmsnorm import aot, configs
+from rmsnorm.kernels import backward, forward
+
+facts = {"unspecialized": {}, "int_types": {}, "pdl": {}, "compiled": {}}
+for k in (forward.fwd_tile_kernel, forward.fwd_loop_kernel, backward.bwd_tile_kernel,
+          backward.bwd_loop_kernel, backward.dw_reduce_kernel):
+    facts["unspecialized"][k.__name__] = sorted(p.name for p in k.params if p.do_not_specialize)
+specs = [aot.Spec("fwd", "bf16", True, True, block=4096),
+         aot.Spec("add", "f16", loop=True, block=configs.loop_block("add", 2)),
+         aot.Spec("bwd", "f32", True, has_dres=True, has_dw=True, block=256),
+         aot.Spec("reduce", "bf16", block=aot.reduce_blocks()[0])]
+for spec in specs:
+    kernel, types, consts, pointers, _, _, _ = aot._signature(spec, 90)
+    facts["int_types"][spec.op] = sorted({t for n, t in types.items() if n not in consts
+                                          and n not in pointers and n not in ("eps", "offset")})
+    facts["pdl"][spec.op] = [aot._signature(spec, a)[2]["PDL"] for a in (80, 89, 90, 100)]
+for arch in (80, 90):
+    ptx = aot.compile_one(aot.Spec("fwd", "f32", True, True, block=16, align=aot.ALIGN_NONE),
+                          arch)["ptx"]
+    facts["compiled"][str(arch)] = {"wait": "griddepcontrol.wait" in ptx,
+                                    "launch": "griddepcontrol.launch_dependents" in ptx,
+                                    "fma": bool(re.search(r"\bfma\.", ptx))}
+print(json.dumps(facts))
+"""
+
+
+@pytest.fixture(scope="module")
+def facts():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("kernel", sorted(ROW_COUNTS))
+def test_row_counts_are_never_specialized(facts, kernel):
+    # The JIT would compile a count of 1, or one divisible by 16, as a kernel of its own,
+    # which the AOT build (one kernel for every count) does not have.
+    assert facts["unspecialized"][kernel] == ROW_COUNTS[kernel]
+
+
+@pytest.mark.parametrize("op", ["fwd", "add", "bwd", "reduce"])
+def test_every_integer_argument_is_32_bit_as_the_jit_types_it(facts, op):
+    assert facts["int_types"][op] == ["i32"]
+
+
+@pytest.mark.parametrize("op", ["fwd", "add", "bwd", "reduce"])
+def test_kernels_for_sm90_and_later_wait_on_the_prior_grid(facts, op):
+    assert facts["pdl"][op] == [False, False, True, True]  # sm_80, 89, 90, 100
+
+
+@pytest.mark.parametrize("arch,waits", [("80", False), ("90", True)])
+def test_compiled_code_waits_from_sm90_and_has_no_contracted_fma(facts, arch, waits):
+    got = facts["compiled"][arch]
+    assert got["wait"] == waits and got["launch"] == waits
+    # rmsnorm.configs.COMPILE_OPTIONS: no multiply and add fused into one rounding.
+    assert not got["fma"]
