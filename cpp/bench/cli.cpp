@@ -179,7 +179,9 @@ options:
   --json PATH        also write the results as JSON, rewritten after every shape: the
                      structure of python -m rmsnorm.bench --json, with "impl" added
   --overhead         only measure the host time per call of a loop too short to fill the
-                     launch queue (a stream sync every --sync-every calls, not timed)
+                     launch queue (a stream sync every --sync-every calls, not timed), and
+                     the GPU time per call of 100 calls replayed as a CUDA graph, launched
+                     plainly and with programmatic dependent launch (RMSNORM_LAUNCH_PDL)
   --calls N          --overhead: calls timed per op (default: 200)
   --sync-every N     --overhead: calls between syncs (default: 16)
   -h, --help         show this help

@@ -45,6 +45,9 @@ void write_overhead_row(JsonWriter& j, const OverheadRow& r) {
     j.integer_field("calls", r.calls);
     j.integer_field("sync_every", r.sync_every);
     j.number_field("host_us_per_call", r.host_us_per_call);
+    j.integer_field("chain_calls", r.chain_calls);
+    j.number_field("graph_us_per_call", r.graph_us_per_call);
+    j.number_field("graph_pdl_us_per_call", r.graph_pdl_us_per_call);
     j.end_object();
 }
 

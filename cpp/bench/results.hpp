@@ -32,6 +32,12 @@ struct OverheadRow {
     int calls;
     int sync_every;
     double host_us_per_call;
+    // GPU time per call of `chain_calls` calls replayed as one CUDA graph (decode engines run
+    // so): each kernel's start waits on the one before, plainly or by programmatic dependent
+    // launch (RMSNORM_LAUNCH_PDL), which overlaps a kernel's launch with its predecessor's end.
+    int chain_calls;
+    double graph_us_per_call;
+    double graph_pdl_us_per_call;
 };
 
 }  // namespace rmsnorm_bench

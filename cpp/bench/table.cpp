@@ -48,12 +48,20 @@ std::string format_table(const std::vector<Row>& rows) {
 }
 
 std::string format_overhead_table(const std::vector<OverheadRow>& rows) {
-    const std::vector<std::string> head = {"op", "impl", "dtype", "M x N", "host us per call"};
+    const std::vector<std::string> head = {"op",
+                                           "impl",
+                                           "dtype",
+                                           "M x N",
+                                           "host us per call",
+                                           "graph us per call",
+                                           "graph + PDL us per call"};
     std::string out = line(head) + "\n" + separator(head.size()) + "\n";
     for (const OverheadRow& r : rows) {
-        out += line({std::string(op_name(r.op)), kImplName, std::string(dtype_name(r.dtype)),
-                     shape_text(r.shape), format("%.2f", r.host_us_per_call)}) +
-               "\n";
+        out +=
+            line({std::string(op_name(r.op)), kImplName, std::string(dtype_name(r.dtype)),
+                  shape_text(r.shape), format("%.2f", r.host_us_per_call),
+                  format("%.2f", r.graph_us_per_call), format("%.2f", r.graph_pdl_us_per_call)}) +
+            "\n";
     }
     return out;
 }

@@ -118,6 +118,11 @@ void Workload::run() const {
     }
 }
 
+void Workload::set_launch_flags(unsigned flags) {
+    forward_.launch_flags = flags;
+    backward_.launch_flags = flags;
+}
+
 void Workload::run_without_dw() const {
     if (op_ != Op::kBackward) throw std::logic_error("run_without_dw: not a backward workload");
     rmsnorm_backward_args args = backward_;

@@ -25,6 +25,9 @@ class Workload {
     // bwd only: the same backward with dw NULL, what the backward costs without dw.
     void run_without_dw() const;
 
+    // RMSNORM_LAUNCH_* bits for the calls that follow.
+    void set_launch_flags(unsigned flags);
+
     Op op() const noexcept { return op_; }
 
  private:
