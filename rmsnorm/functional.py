@@ -8,6 +8,8 @@ Routes, all ending in the same kernels and launches (so results are bit-identica
   "c" backend (rmsnorm.backend) first to librmsnorm, for what its kernels cover.
 """
 
+import sys
+
 import torch
 
 from rmsnorm import autograd, backend, ops, reference, validation
@@ -22,8 +24,9 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
     differentiable.
     """
     ext = backend.ext
-    if ext is not None and out is None and not torch.compiler.is_compiling() \
-            and not _needs_grad(x, weight):
+    if ext is not None and out is None and not torch.compiler.is_compiling():
+        # The extension checks the rest (inputs requiring grad included) and returns None
+        # for what it does not take.
         try:
             y = ext.forward(x, weight, eps, offset, casting_mode)
         except TypeError:  # not tensors or numbers: the launcher's checks name the argument
@@ -31,11 +34,14 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
         if y is not None:
             return y
     grad, compiling = _needs_grad(x, weight), torch.compiler.is_compiling()
-    if grad or compiling:
+    sharded = type(x) is not torch.Tensor and _is_dtensor(x)
+    if grad or compiling or sharded:
         # The ops take a bool and any float; the errors must still name the argument. (The
         # plain route below leaves the checks to ops.forward.)
         validation.check_scalars(eps, offset, casting_mode, weight)
     llama = casting_mode == "llama"
+    if sharded:
+        return _distributed().rms_norm(x, weight, eps, offset, llama, grad, out)
     if grad:
         _no_out_under_autograd(out=out)
         if compiling:
@@ -60,8 +66,7 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     update), and `out` is not supported.
     """
     ext = backend.ext
-    if ext is not None and out is None and not torch.compiler.is_compiling() \
-            and not _needs_grad(x, residual, weight):
+    if ext is not None and out is None and not torch.compiler.is_compiling():
         try:
             ys = ext.fused_add_forward(x, residual, weight, eps, offset, casting_mode, inplace)
         except TypeError:
@@ -69,9 +74,13 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
         if ys is not None:
             return ys
     grad, compiling = _needs_grad(x, residual, weight), torch.compiler.is_compiling()
-    if grad or compiling:
+    sharded = type(x) is not torch.Tensor and _is_dtensor(x)
+    if grad or compiling or sharded:
         validation.check_scalars(eps, offset, casting_mode, weight)
     llama = casting_mode == "llama"
+    if sharded:
+        return _distributed().fused_add_rms_norm(x, residual, weight, eps, offset, llama,
+                                                 inplace, grad, out)
     if grad:
         _no_out_under_autograd(out=out)
         if compiling:
@@ -96,6 +105,17 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     y, s, _ = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode,
                           residual=residual, inplace=inplace, out=out)
     return y, s
+
+
+def _is_dtensor(x):
+    # Only tensor subclasses get here. A DTensor can only exist once torch.distributed.tensor
+    # is imported; importing it for every user of rmsnorm would cost about half a second.
+    return "torch.distributed.tensor" in sys.modules and _distributed().is_dtensor(x)
+
+
+def _distributed():
+    from rmsnorm import distributed  # registers the sharding rules on first import
+    return distributed
 
 
 def _needs_grad(*tensors):

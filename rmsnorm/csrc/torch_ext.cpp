@@ -2,7 +2,10 @@
 // (pybind11), so that a call costs a C launch instead of a Python one. Each returns None when
 // the tensors are outside what librmsnorm's kernels take (the caller then uses the Python
 // launcher): CUDA tensors of one dtype (f32, f16, bf16), the weight of that dtype, rows
-// addressable with one stride. Bad arguments raise, with librmsnorm's message.
+// addressable with one stride, no input requiring grad (autograd's route is the Python one).
+// Bad arguments raise, with librmsnorm's message. Every check the caller would otherwise make
+// in Python is made here: a Python-level check costs more host time than the whole C++ call.
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
@@ -47,6 +50,8 @@ std::optional<int64_t> row_stride(const at::Tensor& t) {
 
 bool eligible(const at::Tensor& x, const std::optional<at::Tensor>& weight) {
     if (!x.is_cuda() || !dtype_of(x) || x.dim() == 0 || x.size(-1) == 0) return false;
+    if (at::GradMode::is_enabled() && (x.requires_grad() || (weight && weight->requires_grad())))
+        return false;
     if (weight) {
         const at::Tensor& w = *weight;
         if (!w.is_cuda() || w.scalar_type() != x.scalar_type() || w.dim() != 1 ||
@@ -86,6 +91,11 @@ rmsnorm_forward_args args_of(const at::Tensor& x, int64_t sx, const std::optiona
     return a;
 }
 
+// A new tensor like x, contiguous: the allocation without the dispatcher's round trip.
+at::Tensor empty_like_rows(const at::Tensor& x) {
+    return at::detail::empty_cuda(x.sizes(), x.scalar_type(), x.device(), std::nullopt);
+}
+
 CUstream stream_of(const at::Tensor& x) {
     return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(x.get_device()).stream());
 }
@@ -97,7 +107,7 @@ py::object forward(const at::Tensor& x, const std::optional<at::Tensor>& weight,
     const auto sx = row_stride(x);
     if (!sx) return py::none();
     c10::cuda::CUDAGuard guard(x.device());  // librmsnorm launches in the current context
-    at::Tensor y = at::empty(x.sizes(), x.options());
+    at::Tensor y = empty_like_rows(x);
     rmsnorm_forward_args a = args_of(x, *sx, weight, eps, offset, llama);
     a.y = {y.data_ptr(), a.n, a.x.dtype};
     check(rmsnorm_forward(&a, stream_of(x)));
@@ -109,15 +119,16 @@ py::object fused_add_forward(const at::Tensor& x, at::Tensor& residual,
                              const std::string& casting_mode, bool inplace) {
     const bool llama = llama_of(casting_mode);
     if (!eligible(x, weight) || residual.scalar_type() != x.scalar_type() ||
-        residual.sizes() != x.sizes() || residual.device() != x.device())
+        residual.sizes() != x.sizes() || residual.device() != x.device() ||
+        (at::GradMode::is_enabled() && residual.requires_grad()))
         return py::none();
     const auto sx = row_stride(x), sr = row_stride(residual);
     if (!sx || !sr) return py::none();
     if (inplace && (!residual.is_non_overlapping_and_dense() || residual.is_same(x)))
         return py::none();  // the Python path checks and explains these
     c10::cuda::CUDAGuard guard(x.device());
-    at::Tensor y = at::empty(x.sizes(), x.options());
-    at::Tensor s = inplace ? residual : at::empty(x.sizes(), x.options());
+    at::Tensor y = empty_like_rows(x);
+    at::Tensor s = inplace ? residual : empty_like_rows(x);
     rmsnorm_forward_args a = args_of(x, *sx, weight, eps, offset, llama);
     a.y = {y.data_ptr(), a.n, a.x.dtype};
     a.residual = {residual.data_ptr(), *sr, a.x.dtype};
