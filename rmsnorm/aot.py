@@ -170,7 +170,7 @@ def compile_one(spec, arch):
     src = ASTSource(fn=kernel, signature=types, constexprs=consts, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                               options=dict(num_warps=warps, num_stages=stages,
-                                           **configs.COMPILE_OPTIONS))
+                                           **configs.compile_options(spec.align == ALIGN_VEC)))
     md = compiled.metadata
     if md.global_scratch_size or getattr(md, "profile_scratch_size", 0):
         raise RuntimeError(f"{spec} needs global scratch memory, which librmsnorm does not "

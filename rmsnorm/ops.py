@@ -184,7 +184,7 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
         return None
     n = shape[-1]
     grid = _grid(launch, plan.rows, device)
-    st = plan.strides
+    st = _strides_of(plan, n)
     zero = (0, 0)
     sizes = (plan.rows, n, plan.inner, plan.rows if has_rstd else 0,
              *st["x"], *st.get("residual", zero), *st["y"], *st.get("s", zero))
@@ -193,7 +193,7 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
     kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
-    return _prepare(kernel, grid, 6, flags, launch.num_warps), sizes
+    return _prepare(kernel, grid, 6, flags, launch.num_warps, (n, *sizes[4:])), sizes
 
 
 def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual=None,
@@ -291,7 +291,7 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, 
     plan = plan_rows(shape[:-1], strides)
     if plan is None:
         return None
-    st = plan.strides
+    st = _strides_of(plan, shape[-1])
     sizes = (plan.rows, shape[-1], plan.inner,
              *st["dy"], *st["x"], *st["dx"], *st.get("dres", (0, 0)))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
@@ -302,7 +302,16 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, 
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
     kernel = bwd_tile_kernel if launch.path == "tile" else bwd_loop_kernel
     return _prepare(kernel, _grid(launch, plan.rows, device), 7, flags,
-                    launch.num_warps), sizes
+                    launch.num_warps, (shape[-1], *sizes[3:])), sizes
+
+
+def _strides_of(plan, n):
+    """The row strides the kernel gets. A single row's are never used: it gets n, as
+    librmsnorm passes them, since the JIT specializes on a stride's divisibility by 16 and
+    both paths must compile the same kernel."""
+    if plan.rows == 1:
+        return {name: (n, 0) for name in plan.strides}
+    return plan.strides
 
 
 @functools.lru_cache(maxsize=1024)
@@ -312,14 +321,16 @@ def _reduce_spec(n, partial_dtype, dw_dtype, device):
     block_p, block_c, warps = configs.reduce_launch(n)
     return _prepare(dw_reduce_kernel, -(-n // block_c), 2,
                     dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=INTERPRETED,
-                         PDL=_pdl(device)), warps)
+                         PDL=_pdl(device)), warps, (n,))
 
 
-def _prepare(kernel, grid, n_pointers, flags, num_warps):
+def _prepare(kernel, grid, n_pointers, flags, num_warps, ints):
+    """ints: the int arguments Triton specializes on (n and the row strides)."""
     # Constexprs in the kernel's parameter order: the compiled launcher takes them so.
     constexprs = {name: flags[name] for name in kernel.arg_names if name in flags}
     assert len(constexprs) == len(flags), "a flag is not a parameter of the kernel"
-    return Prepared(kernel, grid, n_pointers, constexprs, num_warps)
+    return Prepared(kernel, grid, n_pointers, constexprs, num_warps,
+                    all(v % 16 == 0 for v in ints))
 
 
 def _acc(dtype):

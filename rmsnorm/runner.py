@@ -17,32 +17,35 @@ try:
 except ImportError:  # pragma: no cover - every supported triton has it
     InterpretedFunction = ()
 
-from rmsnorm.configs import COMPILE_OPTIONS
+from rmsnorm.configs import compile_options
 
 
 class Prepared:
-    def __init__(self, kernel, grid, n_pointers, constexprs, num_warps):
+    def __init__(self, kernel, grid, n_pointers, constexprs, num_warps, ints_divisible):
         self.kernel = kernel
         self.grid = (grid,)
         self.n_pointers = n_pointers
         self.constexprs = constexprs  # name -> value, in the kernel's parameter order
         self.num_warps = num_warps
+        # The specialized int arguments (n, strides) all multiples of 16: with 16-byte aligned
+        # pointers, the JIT compiles a vectorised kernel (rmsnorm.configs.compile_options).
+        self.ints_divisible = ints_divisible
         self.compiled = {}
         self.direct = not isinstance(kernel, InterpretedFunction)
 
     def __call__(self, *args):
         """args: the kernel's runtime arguments in order, the n_pointers tensors first."""
         if not self.direct:
-            self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps,
-                                   **COMPILE_OPTIONS)
+            self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps)
             return
         aligned = tuple(t.data_ptr() % 16 == 0 for t in args[:self.n_pointers])
         launch = self.compiled.get(aligned)
         if launch is not None:
             launch(*args, *self.constexprs.values())
             return
+        options = compile_options(self.ints_divisible and all(aligned))
         compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps,
-                                   **COMPILE_OPTIONS)
+                                          **options)
         if hasattr(compiled, "packed_metadata"):  # a CompiledKernel, not a wrapper's result
             # CompiledKernel[grid] launches on the current device's current stream, as the
             # JIT does; it takes every parameter, constexprs included, in order.

@@ -33,11 +33,13 @@ for spec in specs:
                                           and n not in pointers and n not in ("eps", "offset")})
     facts["pdl"][spec.op] = [aot._signature(spec, a)[2]["PDL"] for a in (80, 89, 90, 100)]
 for arch in (80, 90):
-    ptx = aot.compile_one(aot.Spec("fwd", "f32", True, True, block=16, align=aot.ALIGN_NONE),
-                          arch)["ptx"]
-    facts["compiled"][str(arch)] = {"wait": "griddepcontrol.wait" in ptx,
-                                    "launch": "griddepcontrol.launch_dependents" in ptx,
-                                    "fma": bool(re.search(r"\bfma\.", ptx))}
+    for align in (aot.ALIGN_NONE, aot.ALIGN_VEC):
+        ptx = aot.compile_one(aot.Spec("fwd", "f32", True, True, block=64, align=align),
+                              arch)["ptx"]
+        facts["compiled"][f"{arch}/{align}"] = {
+            "wait": "griddepcontrol.wait" in ptx,
+            "launch": "griddepcontrol.launch_dependents" in ptx,
+            "fma": bool(re.search(r"\bfma\.", ptx))}
 print(json.dumps(facts))
 """
 
@@ -71,8 +73,11 @@ def test_kernels_for_sm90_and_later_wait_on_the_prior_grid(facts, op):
 
 
 @pytest.mark.parametrize("arch,waits", [("80", False), ("90", True)])
-def test_compiled_code_waits_from_sm90_and_has_no_contracted_fma(facts, arch, waits):
-    got = facts["compiled"][arch]
+@pytest.mark.parametrize("vectorised", [False, True])
+def test_compiled_code_waits_from_sm90_and_fuses_fmas_only_when_vectorised(facts, arch, waits,
+                                                                          vectorised):
+    got = facts["compiled"][f"{arch}/{2 if vectorised else 0}"]
     assert got["wait"] == waits and got["launch"] == waits
-    # rmsnorm.configs.COMPILE_OPTIONS: no multiply and add fused into one rounding.
-    assert not got["fma"]
+    # rmsnorm.configs.compile_options: unvectorised kernels round every product on its own,
+    # so that all lanes holding a row's sum agree; vectorised ones keep their FMAs.
+    assert got["fma"] == vectorised

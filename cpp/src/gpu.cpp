@@ -67,7 +67,9 @@ rmsnorm_status check_flags(unsigned flags) {
 // 16 that keeps every launch's pointers as aligned as the first's.
 constexpr int64_t kRowsPerLaunch = int64_t{1} << 30;
 
-rmsnorm_status check_strides(std::initializer_list<std::pair<const char*, int64_t>> strides) {
+rmsnorm_status check_strides(int64_t rows,
+                             std::initializer_list<std::pair<const char*, int64_t>> strides) {
+    if (rows <= 1) return succeed();  // a single row's stride is never used
     for (const auto& [name, stride] : strides) {
         if (stride > INT32_MAX) {
             return unsupported(std::string(name) + ".stride is " + std::to_string(stride) +
@@ -163,6 +165,14 @@ rmsnorm_status launch(const Context& c, const Kernel& k, int64_t grid, void** pa
 
 size_t element_bytes(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
 
+// The stride a kernel gets for rows of args: a single row's is never used, and it gets n, as
+// the Python launcher passes it (Triton specializes on a stride's divisibility by 16: both
+// paths must pick the same kernel).
+template <typename Args>
+int64_t row_stride(int64_t stride, const Args& args) {
+    return args.rows == 1 ? args.n : stride;
+}
+
 rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool fused) {
     if (args != nullptr && args->struct_size == sizeof(rmsnorm_forward_args)) {
         const rmsnorm_status s =
@@ -184,10 +194,10 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
                            {"residual_out", fused ? a.residual_out.dtype : act}},
                           a.accumulation, a.n)) != RMSNORM_SUCCESS)
         return s;
-    if ((s = check_strides({{"x", a.x.stride},
-                            {"y", a.y.stride},
-                            {"residual", fused ? a.residual.stride : 0},
-                            {"residual_out", fused ? a.residual_out.stride : 0}})) !=
+    if ((s = check_strides(a.rows, {{"x", a.x.stride},
+                                    {"y", a.y.stride},
+                                    {"residual", fused ? a.residual.stride : 0},
+                                    {"residual_out", fused ? a.residual_out.stride : 0}})) !=
         RMSNORM_SUCCESS)
         return s;
     Context c{};
@@ -202,17 +212,19 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     const void* y = a.y.data;
     const void* res_out = fused ? a.residual_out.data : y;
     const void* rstd = a.rstd != nullptr ? static_cast<const void*>(a.rstd) : x;
-    int64_t sr = fused ? a.residual.stride : 0, sro = fused ? a.residual_out.stride : 0;
+    const int64_t sx64 = row_stride(a.x.stride, a), sy64 = row_stride(a.y.stride, a),
+                  sr = fused ? row_stride(a.residual.stride, a) : 0,
+                  sro = fused ? row_stride(a.residual_out.stride, a) : 0;
 
     KernelKey key = key_of(fused ? Op::kAdd : Op::kForward, act, a.weight, a.casting_mode, a.n);
-    key.align = alignment(a.n, {x, res, w, y, res_out, rstd}, {a.x.stride, sr, a.y.stride, sro});
+    key.align = alignment(a.n, {x, res, w, y, res_out, rstd}, {sx64, sr, sy64, sro});
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
 
     // The kernels' int parameters (rmsnorm/aot.py); the inner strides of two-level row
     // addressing are 0 (one row stride per tensor here).
-    int32_t n = static_cast<int32_t>(a.n), sx = static_cast<int32_t>(a.x.stride),
-            sy = static_cast<int32_t>(a.y.stride), sr32 = static_cast<int32_t>(sr),
+    int32_t n = static_cast<int32_t>(a.n), sx = static_cast<int32_t>(sx64),
+            sy = static_cast<int32_t>(sy64), sr32 = static_cast<int32_t>(sr),
             sro32 = static_cast<int32_t>(sro), zero = 0;
     float eps = a.eps, offset = a.offset;
     const size_t eb = element_bytes(act);
@@ -252,10 +264,11 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
                           {{"dy", a.dy.dtype}, {"dresidual", fused ? a.dresidual.dtype : act}},
                           a.accumulation, a.n)) != RMSNORM_SUCCESS)
         return s;
-    if ((s = check_strides({{"dy", a.dy.stride},
-                            {"x", a.x.stride},
-                            {"dx", a.dx.stride},
-                            {"dresidual", fused ? a.dresidual.stride : 0}})) != RMSNORM_SUCCESS)
+    if ((s = check_strides(a.rows, {{"dy", a.dy.stride},
+                                    {"x", a.x.stride},
+                                    {"dx", a.dx.stride},
+                                    {"dresidual", fused ? a.dresidual.stride : 0}})) !=
+        RMSNORM_SUCCESS)
         return s;
     if (a.rows > INT32_MAX) {
         // One launch, one set of dw partials: the rows are not split as the forward's are.
@@ -269,8 +282,10 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
     const void* dres = fused ? a.dresidual.data : a.dx.data;
     const void* w = a.weight != nullptr ? a.weight : a.x.data;
     const void* partials = key.has_dw ? workspace : a.rstd;
-    key.align = alignment(a.n, {a.dy.data, a.x.data, w, a.rstd, a.dx.data, dres, partials},
-                          {a.dy.stride, a.x.stride, a.dx.stride, fused ? a.dresidual.stride : 0});
+    key.align =
+        alignment(a.n, {a.dy.data, a.x.data, w, a.rstd, a.dx.data, dres, partials},
+                  {row_stride(a.dy.stride, a), row_stride(a.x.stride, a),
+                   row_stride(a.dx.stride, a), fused ? row_stride(a.dresidual.stride, a) : 0});
     *image = find_image(*c.device, key);
     return *image != nullptr ? succeed() : RMSNORM_ERROR_UNSUPPORTED;
 }
@@ -315,9 +330,10 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
                 pdwp = key.has_dw ? ptr(workspace) : prs, scratch = 0;
     // 32-bit, as the forward's (checked by backward_plan).
     int32_t m = static_cast<int32_t>(a.rows), h = m, zero = 0,
-            sdy = static_cast<int32_t>(a.dy.stride), sx = static_cast<int32_t>(a.x.stride),
-            sdx = static_cast<int32_t>(a.dx.stride),
-            sdr = fused ? static_cast<int32_t>(a.dresidual.stride) : 0,
+            sdy = static_cast<int32_t>(row_stride(a.dy.stride, a)),
+            sx = static_cast<int32_t>(row_stride(a.x.stride, a)),
+            sdx = static_cast<int32_t>(row_stride(a.dx.stride, a)),
+            sdr = fused ? static_cast<int32_t>(row_stride(a.dresidual.stride, a)) : 0,
             n = static_cast<int32_t>(a.n);
     float offset = a.offset;
     void* params[] = {&pdy,  &px, &pw,   &prs, &pdx,  &pdr, &pdwp, &m,      &n,       &h,      &sdy,
