@@ -32,8 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import rmsnorm
-from rmsnorm import configs, ops, reference
-from rmsnorm.kernels.backward import dw_reduce_kernel
+from rmsnorm import ops, reference
 
 SHAPES = [(16384, 4096), (65536, 4096), (16384, 8192), (8192, 16384), (4096, 32768),
           (32768, 2048), (131072, 128), (524288, 128), (1024, 65536), (256, 262144)]
@@ -179,7 +178,7 @@ def ours(op, x, r, w, dy=None):
 def dw_reduce_fn(dy, x, w, rstd):
     """rmsnorm's dw reduction alone, over the very partial rows one ops.backward call wrote
     (caught where ops allocates its outputs, so their number is whatever ops chose), launched
-    as ops launches it (configs.reduce_launch)."""
+    as ops launches it (ops._reduce_spec)."""
     allocated, alloc = [], ops.alloc
 
     def recording_alloc(*args):
@@ -194,10 +193,8 @@ def dw_reduce_fn(dy, x, w, rstd):
                            f"{[tuple(t.shape) for t in partials]}")
     partials = partials[0]
     programs, n = partials.shape
-    block_p, block_c, warps = configs.reduce_launch(n)
-    kernel = dw_reduce_kernel[(-(-n // block_c),)]
-    return lambda: kernel(partials, dw, programs, n, BLOCK_P=block_p, BLOCK_C=block_c,
-                          SOFT_BF16=ops.INTERPRETED, num_warps=warps)
+    reduce = ops._reduce_spec(n, partials.dtype, dw.dtype, partials.device)
+    return lambda: reduce(partials, dw, programs, n)
 
 
 def host_us_per_call(fn, calls=200):

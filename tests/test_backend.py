@@ -83,3 +83,16 @@ def test_c_backend_errors_name_the_argument(c_backend):
         rmsnorm.rms_norm(x, None, casting_mode="llam")
     with pytest.raises(ValueError, match="offset"):
         rmsnorm.rms_norm(x, None, offset=1.0)
+
+
+def test_tensor_subclasses_are_left_to_the_python_routes(c_backend):
+    # A subclass (DTensor, FakeTensor) holds no data of its own at its data_ptr.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(4, 64, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(64, device="cuda", dtype=torch.bfloat16)
+    real = torch.randn(4, 64, device="cuda", dtype=torch.bfloat16)
+    assert c_backend.forward(x, None, 1e-6, 0.0, "llama") is None
+    assert c_backend.forward(real, w, 1e-6, 0.0, "llama") is None
+    assert c_backend.fused_add_forward(real, x, None, 1e-6, 0.0, "llama", False) is None

@@ -48,13 +48,17 @@ std::optional<int64_t> row_stride(const at::Tensor& t) {
     return stride.value_or(0);
 }
 
+// A tensor subclass (DTensor, FakeTensor, ...) holds no data of its own here: its data_ptr is
+// not the data. The Python routes handle those.
+bool plain(const at::Tensor& t) { return !t.key_set().has(c10::DispatchKey::Python); }
+
 bool eligible(const at::Tensor& x, const std::optional<at::Tensor>& weight) {
-    if (!x.is_cuda() || !dtype_of(x) || x.dim() == 0 || x.size(-1) == 0) return false;
+    if (!x.is_cuda() || !plain(x) || !dtype_of(x) || x.dim() == 0 || x.size(-1) == 0) return false;
     if (at::GradMode::is_enabled() && (x.requires_grad() || (weight && weight->requires_grad())))
         return false;
     if (weight) {
         const at::Tensor& w = *weight;
-        if (!w.is_cuda() || w.scalar_type() != x.scalar_type() || w.dim() != 1 ||
+        if (!w.is_cuda() || !plain(w) || w.scalar_type() != x.scalar_type() || w.dim() != 1 ||
             w.size(0) != x.size(-1) || !w.is_contiguous() || w.device() != x.device())
             return false;
     }
@@ -119,7 +123,7 @@ py::object fused_add_forward(const at::Tensor& x, at::Tensor& residual,
                              const std::string& casting_mode, bool inplace) {
     const bool llama = llama_of(casting_mode);
     if (!eligible(x, weight) || residual.scalar_type() != x.scalar_type() ||
-        residual.sizes() != x.sizes() || residual.device() != x.device() ||
+        residual.sizes() != x.sizes() || residual.device() != x.device() || !plain(residual) ||
         (at::GradMode::is_enabled() && residual.requires_grad()))
         return py::none();
     const auto sx = row_stride(x), sr = row_stride(residual);
