@@ -176,8 +176,9 @@ int main() {
         kernels, static_cast<long long>(rows), static_cast<long long>(n), e_s, e_y, e_y2, e_dx,
         e_dw);
     // The sum is exact; the rest differ only by the order of fp32 sums (y: rstd's last bit
-    // can move x * r across a rounding boundary, then the weight's product across another).
-    const bool ok = e_s == 0 && e_y <= 2 && e_y2 <= 2 && e_dx <= 1 && e_dw <= 1;
+    // can move x * r across a rounding boundary, then the weight's product across another;
+    // dx, dw: one bf16 rounding apart, and a bf16 ulp is up to 2^-7 of the largest value).
+    const bool ok = e_s == 0 && e_y <= 2 && e_y2 <= 2 && e_dx <= 2 && e_dw <= 2;
     std::printf("%s\n", ok ? "OK" : "MISMATCH");
     return ok ? 0 : 1;
 }
