@@ -1,9 +1,16 @@
 """rmsnorm: an exact, fast RMSNorm written in Triton, usable from PyTorch and C/C++."""
 
+import sys as _sys
+
 from rmsnorm import reference
 from rmsnorm.modules import GemmaRMSNorm, RMSNorm
 from rmsnorm.functional import fused_add_rms_norm, rms_norm
 from rmsnorm.patch import patch_hf, patched, unpatch
+
+if "torch.distributed.tensor" in _sys.modules:
+    # DTensor is loaded already, so registering the sharding rules costs little now (else
+    # rmsnorm does it on the first DTensor it sees, sparing others the import).
+    from rmsnorm import distributed  # noqa: F401
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "RMSNorm", "GemmaRMSNorm", "reference",
            "patch_hf", "unpatch", "patched"]

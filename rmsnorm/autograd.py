@@ -10,7 +10,9 @@ Registered ops (namespace "rmsnorm"):
 - `bwd(dy, x, weight?, rstd, dresidual?, offset, llama, need_dw) -> (dx, dw)`.
 
 Eager autograd takes EagerNorm/EagerAddNorm below instead: same kernels and formulas, less
-host time. Being opaque custom ops with fake kernels, the ops trace under torch.compile(fullgraph=True)
+host time. DTensor inputs always take the ops (fwd, add_fwd, bwd), whose sharding rules
+rmsnorm.distributed registers: the Functions call the launcher, which needs local tensors.
+Being opaque custom ops with fake kernels, the ops trace under torch.compile(fullgraph=True)
 without graph breaks, and Inductor's fp64 Python floats reach the kernels as fp32 (the kernels
 cast eps and offset). rstd is only written when a backward will need it (save_rstd), which the
 public functions decide from requires_grad.

@@ -1,6 +1,8 @@
 """The public functions: rms_norm and fused_add_rms_norm.
 
 Routes, all ending in the same kernels and launches (so results are bit-identical):
+- a DTensor x (eager or compiled): the differentiable custom ops, which DTensor runs on each
+  rank's shard by the rules of rmsnorm.distributed; out= and in-place are copies there;
 - under torch.compile: the custom ops of rmsnorm.autograd (opaque to the compiler, no graph
   breaks; differentiable, or writing into caller-owned tensors for out= and in-place);
 - eager autograd (an input requires grad): autograd.Functions calling the launcher;
