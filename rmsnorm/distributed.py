@@ -175,6 +175,39 @@ class SequenceParallel(ParallelStyle):
         return outputs.to_local()
 
 
+def llama_tp_plan(model):
+    """A parallelize_module plan for a Hugging Face Llama-family model (model.model.layers,
+    lm_head): Megatron-style tensor parallelism with sequence-parallel norms, torchtitan's
+    layout. The residual stream stays a sequence-sharded DTensor between blocks; attention and
+    the MLP gather the sequence and shard heads / features; every norm runs on its sequence
+    shard (torch's SequenceParallel: HF's norms take one argument)."""
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   RowwiseParallel)
+    from torch.distributed.tensor.parallel import SequenceParallel as TorchSequenceParallel
+
+    seq, rep = Shard(1), Replicate()
+    plan = {"model.embed_tokens": RowwiseParallel(input_layouts=rep, output_layouts=seq,
+                                                  use_local_output=False),
+            "model.norm": TorchSequenceParallel(),
+            "lm_head": ColwiseParallel(input_layouts=seq, output_layouts=rep)}
+    for i in range(len(model.model.layers)):
+        layer = f"model.layers.{i}."
+        plan.update({
+            layer + "input_layernorm": TorchSequenceParallel(),
+            layer + "post_attention_layernorm": TorchSequenceParallel(),
+            layer + "self_attn": PrepareModuleInput(
+                input_kwarg_layouts={"hidden_states": seq},
+                desired_input_kwarg_layouts={"hidden_states": rep}),
+            layer + "mlp": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
+            **{layer + f"self_attn.{p}_proj": ColwiseParallel() for p in "qkv"},
+            **{layer + f"mlp.{p}_proj": ColwiseParallel() for p in ("gate", "up")},
+            layer + "self_attn.o_proj": RowwiseParallel(output_layouts=seq,
+                                                        use_local_output=False),
+            layer + "mlp.down_proj": RowwiseParallel(output_layouts=seq, use_local_output=False),
+        })
+    return plan
+
+
 def _replicate_parameters(name, module, mesh):
     # As torch's SequenceParallel: every rank holds the same initial values (norm weights
     # start at ones or zeros), so each local tensor is the whole parameter; no broadcast.

@@ -157,36 +157,6 @@ def build(a, device, dtype):
     return model.to(device=device, dtype=dtype), what
 
 
-def tp_plan(model):
-    """Megatron-style tensor parallelism with sequence-parallel norms (as in
-    tests/test_distributed.py): the residual stream is a sequence-sharded DTensor."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
-                                                   RowwiseParallel, SequenceParallel)
-
-    seq, rep = Shard(1), Replicate()
-    plan = {"model.embed_tokens": RowwiseParallel(input_layouts=rep, output_layouts=seq,
-                                                  use_local_output=False),
-            "model.norm": SequenceParallel(),
-            "lm_head": ColwiseParallel(input_layouts=seq, output_layouts=rep)}
-    for i in range(len(model.model.layers)):
-        layer = f"model.layers.{i}."
-        plan.update({
-            layer + "input_layernorm": SequenceParallel(),
-            layer + "post_attention_layernorm": SequenceParallel(),
-            layer + "self_attn": PrepareModuleInput(
-                input_kwarg_layouts={"hidden_states": seq},
-                desired_input_kwarg_layouts={"hidden_states": rep}),
-            layer + "mlp": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
-            **{layer + f"self_attn.{p}_proj": ColwiseParallel() for p in "qkv"},
-            **{layer + f"mlp.{p}_proj": ColwiseParallel() for p in ("gate", "up")},
-            layer + "self_attn.o_proj": RowwiseParallel(output_layouts=seq,
-                                                        use_local_output=False),
-            layer + "mlp.down_proj": RowwiseParallel(output_layouts=seq, use_local_output=False),
-        })
-    return plan
-
-
 def run(a):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -204,7 +174,9 @@ def run(a):
 
     model, what = build(a, device, dtype)
     if tp > 1:
-        parallelize_module(model, mesh["tp"], tp_plan(model))
+        from rmsnorm.distributed import llama_tp_plan  # torch's styles only: fine for HF's norm
+
+        parallelize_module(model, mesh["tp"], llama_tp_plan(model))
     for layer in model.model.layers:
         fully_shard(layer, mesh=mesh["dp"])
     fully_shard(model, mesh=mesh["dp"])

@@ -3,7 +3,9 @@
 import zlib
 
 import torch
+from torch import nn
 
+import rmsnorm
 from rmsnorm import reference
 
 # Relative error allowed against the float64 ground truth: two roundings to the dtype (llama
@@ -125,3 +127,22 @@ def recipe_rms_norm(x, weight, eps, offset, casting_mode):
         return reference.hf_gemma_rms_norm(x, weight, eps), slack
     return reference.contract_rms_norm(x, weight, eps, offset=offset,
                                        casting_mode=casting_mode)[0], slack
+
+
+class NormBlock(nn.Module):
+    """norm -> linear -> fused residual add + norm, the pre-norm pattern of an LLM block, with
+    weights other than the ones / zeros the norms start from (a weight bug must show)."""
+
+    def __init__(self, n, device):
+        super().__init__()
+        self.norm1 = rmsnorm.RMSNorm(n, device=device)
+        self.proj = nn.Linear(n, n, device=device)
+        self.norm2 = rmsnorm.GemmaRMSNorm(n, device=device)
+        with torch.no_grad():
+            self.norm1.weight.copy_(weight_for(n, torch.float32, device, 1))
+            self.norm2.weight.copy_(weight_for(n, torch.float32, device, 2) - 1)
+            self.proj.weight.copy_(randn((n, n), torch.float32, device, 3, scale=n ** -0.5))
+            self.proj.bias.copy_(randn((n,), torch.float32, device, 4))
+
+    def forward(self, x, residual):
+        return self.norm2(self.proj(self.norm1(x)), residual)

@@ -3,36 +3,18 @@ and eager, compiled and graph-replayed runs give identical forward and backward 
 
 import pytest
 import torch
-from torch import nn
 
 import rmsnorm
 from rmsnorm import autograd
-from helpers import randn, seed_of, weight_for
+from helpers import NormBlock, randn, seed_of, weight_for
 
 N = 32
-
-
-class Block(nn.Module):
-    """norm -> linear -> fused residual add + norm, the pre-norm pattern of an LLM block."""
-
-    def __init__(self, n, device):
-        super().__init__()
-        self.norm1 = rmsnorm.RMSNorm(n, device=device)
-        self.proj = nn.Linear(n, n, device=device)
-        self.norm2 = rmsnorm.GemmaRMSNorm(n, device=device)
-        with torch.no_grad():  # not the ones/zeros HF starts from: a weight bug must show
-            self.norm1.weight.copy_(weight_for(n, torch.float32, device, 1))
-            self.norm2.weight.copy_(weight_for(n, torch.float32, device, 2) - 1)
-
-    def forward(self, x, residual):
-        y, s = self.norm2(self.proj(self.norm1(x)), residual)
-        return y, s
 
 
 def block_and_inputs(tag, m, device):
     """A Block and fresh fp32 x and residual of m rows for it."""
     seed = seed_of(tag)
-    return Block(N, device), randn((m, N), torch.float32, device, seed), \
+    return NormBlock(N, device), randn((m, N), torch.float32, device, seed), \
         randn((m, N), torch.float32, device, seed + 1)
 
 

@@ -17,11 +17,10 @@ import sys
 
 import pytest
 import torch
-from torch import nn
 
 import dist_world
 from dist_world import device
-from helpers import randn, seed_of, weight_for
+from helpers import NormBlock, randn, seed_of, weight_for
 
 if dist_world.why_not():
     pytest.skip(dist_world.why_not(), allow_module_level=True)
@@ -268,30 +267,12 @@ def test_rstd_follows_x_when_saved_and_is_empty_otherwise(world):
 
 # --- modules: FSDP2, sequence parallelism, torch.compile ---
 
-class Block(nn.Module):
-    """norm -> linear -> fused residual add + norm, the pre-norm pattern of an LLM block."""
-
-    def __init__(self, on):
-        super().__init__()
-        self.norm1 = rmsnorm.RMSNorm(N, device=on)
-        self.proj = nn.Linear(N, N, device=on)
-        self.norm2 = rmsnorm.GemmaRMSNorm(N, device=on)
-        with torch.no_grad():  # not the ones/zeros norms start from: a weight bug must show
-            self.norm1.weight.copy_(weight_for(N, torch.float32, on, 1))
-            self.norm2.weight.copy_(weight_for(N, torch.float32, on, 2) - 1)
-            self.proj.weight.copy_(randn((N, N), torch.float32, on, 3, scale=N ** -0.5))
-            self.proj.bias.copy_(randn((N,), torch.float32, on, 4))
-
-    def forward(self, x, residual):
-        return self.norm2(self.proj(self.norm1(x)), residual)
-
-
 def block_inputs(on, shape=(4, 8, N)):
     return [randn(shape, torch.float32, on, seed_of("block", i)) for i in range(4)]
 
 
 def one_process_block(x, residual, gy, gs):
-    block = Block(HERE)
+    block = NormBlock(N, HERE)
     leaves = [x.clone().requires_grad_(), residual.clone().requires_grad_()]
     y, s = block(*leaves)
     torch.autograd.backward([y, s], [gy, gs])
@@ -306,7 +287,7 @@ def on_ranks_fsdp2(compiled):
     torch._dynamo.reset()
     counters.clear()
     mesh, rank = mesh_1d(), torch.distributed.get_rank()
-    block = Block(device())
+    block = NormBlock(N, device())
     # As torchtitan: compile the block, then shard it (FSDP2's hooks stay outside the graph).
     run = torch.compile(block, fullgraph=True) if compiled else block
     fully_shard(run, mesh=mesh)
@@ -356,7 +337,7 @@ def on_ranks_sequence_parallel(compiled):
     torch._dynamo.reset()
     counters.clear()
     mesh, rank = mesh_1d(), torch.distributed.get_rank()
-    block = parallelize_module(Block(device()), mesh, sequence_parallel_plan())
+    block = parallelize_module(NormBlock(N, device()), mesh, sequence_parallel_plan())
     run = torch.compile(block, fullgraph=True) if compiled else block
     # The inputs arrive as local sequence shards (plain tensors), as after an embedding
     # with sequence-sharded output.
@@ -433,36 +414,6 @@ def llama_batch(on):
     return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g).to(on)
 
 
-def llama_tp_plan(model):
-    """Megatron-style tensor parallelism with sequence-parallel norms (torchtitan's layout):
-    the residual stream stays a sequence-sharded DTensor, attention and MLP gather the
-    sequence and shard heads / features. torch's own SequenceParallel on every norm."""
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
-                                                   RowwiseParallel, SequenceParallel)
-
-    seq, rep = Shard(1), Replicate()
-    plan = {"model.embed_tokens": RowwiseParallel(input_layouts=rep, output_layouts=seq,
-                                                  use_local_output=False),
-            "model.norm": SequenceParallel(),
-            "lm_head": ColwiseParallel(input_layouts=seq, output_layouts=rep)}
-    for i in range(len(model.model.layers)):
-        layer = f"model.layers.{i}."
-        plan.update({
-            layer + "input_layernorm": SequenceParallel(),
-            layer + "post_attention_layernorm": SequenceParallel(),
-            layer + "self_attn": PrepareModuleInput(
-                input_kwarg_layouts={"hidden_states": seq},
-                desired_input_kwarg_layouts={"hidden_states": rep}),
-            layer + "mlp": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
-            **{layer + f"self_attn.{p}_proj": ColwiseParallel() for p in "qkv"},
-            **{layer + f"mlp.{p}_proj": ColwiseParallel() for p in ("gate", "up")},
-            layer + "self_attn.o_proj": RowwiseParallel(output_layouts=seq,
-                                                        use_local_output=False),
-            layer + "mlp.down_proj": RowwiseParallel(output_layouts=seq, use_local_output=False),
-        })
-    return plan
-
-
 def on_ranks_llama():
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import parallelize_module
@@ -471,7 +422,7 @@ def on_ranks_llama():
     # still runs FSDP2's code on parameters that are DTensors of the tensor-parallel mesh.
     mesh = init_device_mesh(device().type, (1, RANKS), mesh_dim_names=("dp", "tp"))
     model = tiny_llama(device())
-    parallelize_module(model, mesh["tp"], llama_tp_plan(model))
+    parallelize_module(model, mesh["tp"], rmsnorm.distributed.llama_tp_plan(model))
     for layer in model.model.layers:
         fully_shard(layer, mesh=mesh["dp"])
     fully_shard(model, mesh=mesh["dp"])
