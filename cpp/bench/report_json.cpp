@@ -11,12 +11,17 @@
 namespace rmsnorm_bench {
 namespace {
 
+// The fields that name a measured case, first in every row (the Python bench's order).
+void write_case(JsonWriter& j, Op op, rmsnorm_dtype dtype, Shape shape) {
+    j.string_field("op", op_name(op));
+    j.string_field("dtype", dtype_name(dtype));
+    j.integer_field("M", shape.m);
+    j.integer_field("N", shape.n);
+}
+
 void write_row(JsonWriter& j, const Row& r) {
     j.begin_object();
-    j.string_field("op", op_name(r.op));
-    j.string_field("dtype", dtype_name(r.dtype));
-    j.integer_field("M", r.shape.m);
-    j.integer_field("N", r.shape.n);
+    write_case(j, r.op, r.dtype, r.shape);
     j.integer_field("bytes", static_cast<int64_t>(r.bytes));
     j.number_field("copy_gbps", r.copy_gbps);
     j.key("impls");
@@ -37,10 +42,7 @@ void write_row(JsonWriter& j, const Row& r) {
 
 void write_overhead_row(JsonWriter& j, const OverheadRow& r) {
     j.begin_object();
-    j.string_field("op", op_name(r.op));
-    j.string_field("dtype", dtype_name(r.dtype));
-    j.integer_field("M", r.shape.m);
-    j.integer_field("N", r.shape.n);
+    write_case(j, r.op, r.dtype, r.shape);
     j.string_field("impl", kImplName);
     j.integer_field("calls", r.calls);
     j.integer_field("sync_every", r.sync_every);
