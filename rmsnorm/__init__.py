@@ -6,6 +6,9 @@ from rmsnorm import reference
 from rmsnorm.modules import GemmaRMSNorm, RMSNorm
 from rmsnorm.functional import fused_add_rms_norm, rms_norm
 from rmsnorm.patch import patch_hf, patched, unpatch
+from rmsnorm import interpreter_compat as _interpreter_compat
+
+_interpreter_compat.apply()  # before any kernel runs: Triton 3.6's interpreter, numpy >= 2.4
 
 if "torch.distributed.tensor" in _sys.modules:
     # DTensor is loaded already, so registering the sharding rules costs little now (else
