@@ -1,6 +1,6 @@
 """Benchmark CLI (GPU): rmsnorm against the same-bytes copy ceiling and PyTorch, in one run.
 
-    python -m rmsnorm.bench                      # forward and fused add, bf16, the issue's shapes
+    python -m rmsnorm.bench                      # forward and fused add, bf16, LLM shapes
     python -m rmsnorm.bench --dtype bf16 fp16 fp32 --op fwd --shapes 16384x4096 1024x65536
     python -m rmsnorm.bench --op bwd fwdbwd --peers eager compile   # training
     python -m rmsnorm.bench --peers eager compile --json results.json
@@ -25,6 +25,7 @@ just written and may still sit in L2.
 import argparse
 import functools
 import json
+import os
 import sys
 from unittest import mock
 
@@ -328,8 +329,16 @@ def write_json(path, rows):
         json.dump({"device": device, "torch": torch.__version__, "rows": rows}, f, indent=1)
 
 
+def prog_name(module):
+    """The name a CLI was run by, for its usage line: the console script (rmsnorm-bench,
+    rmsnorm-demo, rmsnorm-sweep) or `python -m <module>`."""
+    name = os.path.basename(sys.argv[0])
+    return name if name.startswith("rmsnorm-") else f"python -m {module}"
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m rmsnorm.bench", description=__doc__,
+    """`rmsnorm-bench` / `python -m rmsnorm.bench`."""
+    p = argparse.ArgumentParser(prog=prog_name("rmsnorm.bench"), description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", nargs="+", choices=list(MOVED), default=["fwd", "add"])
     p.add_argument("--dtype", nargs="+", choices=list(DTYPES), default=["bf16"])

@@ -1,21 +1,22 @@
-"""The main job: rmsnorm's kernels against PyTorch, correctness and timing, as a small table.
+"""The demo: rmsnorm's kernels against PyTorch, correctness and timing, as a small table.
 
 On a GPU: real prefill and decode shapes, timed with triton.testing.do_bench against
 torch.nn.functional.rms_norm and the HF LlamaRMSNorm recipe. Without one: the same kernels in
 Triton's interpreter on the CPU, on small shapes (interpreter timings only show it runs).
 """
 
+import argparse
 import os
 import statistics
 import sys
 import time
 
 
-def _reexec_with_interpreter():
+def _reexec_with_interpreter(argv):
     # Triton picks compiled vs interpreted when kernels are defined, at import: set the
     # switch, then start over.
     env = dict(os.environ, TRITON_INTERPRET="1")
-    os.execve(sys.executable, [sys.executable, "-m", "rmsnorm.demo", *sys.argv[1:]], env)
+    os.execve(sys.executable, [sys.executable, "-m", "rmsnorm.demo", *argv], env)
 
 
 def _time_us(fn, cuda):
@@ -32,12 +33,25 @@ def _time_us(fn, cuda):
     return statistics.median(runs) * 1e6
 
 
-def main():
+def parse_args(argv=None):
+    from rmsnorm.bench import prog_name
+
+    p = argparse.ArgumentParser(
+        prog=prog_name("rmsnorm.demo"), description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit status: 0 when every result is within the contract, 1 otherwise.")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    """`rmsnorm-demo` / `python -m rmsnorm.demo`: prints the table, returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parse_args(argv)  # --help (or a wrong argument) exits here, before anything runs
     import torch
 
     cuda = torch.cuda.is_available()
     if not cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        _reexec_with_interpreter()
+        _reexec_with_interpreter(argv)
 
     import torch.nn.functional as F
 

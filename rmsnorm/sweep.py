@@ -22,7 +22,7 @@ import torch
 
 from rmsnorm import configs, ops, reference
 from rmsnorm.bench import DTYPES, EPS, bench_ms, check_device, copy_gbps, make_grad, \
-    make_inputs, moved_elements, parse_shape, saved_rstd
+    make_inputs, moved_elements, parse_shape, prog_name, saved_rstd
 
 DEFAULT_SHAPES = [(524288, 128), (65536, 1024), (32768, 2048), (16384, 4096), (16384, 8192),
                   (8192, 16384), (4096, 32768), (1024, 65536), (256, 262144)]
@@ -206,7 +206,8 @@ def result_line(res):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m rmsnorm.sweep", description=__doc__,
+    """`rmsnorm-sweep` / `python -m rmsnorm.sweep`."""
+    p = argparse.ArgumentParser(prog=prog_name("rmsnorm.sweep"), description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", nargs="+", choices=["fwd", "add", "bwd"], default=["fwd", "add"])
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16")
