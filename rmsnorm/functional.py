@@ -40,7 +40,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
     if grad or compiling or sharded:
         # The ops take a bool and any float; the errors must still name the argument. (The
         # plain route below leaves the checks to ops.forward.)
-        validation.check_scalars(eps, offset, casting_mode, weight)
+        validation.check_scalars(eps, offset, casting_mode, weight, values=not compiling)
     llama = casting_mode == "llama"
     if sharded:
         return _distributed().rms_norm(x, weight, eps, offset, llama, grad, out)
@@ -67,6 +67,9 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     gradient of s; inplace=True then costs one extra copy into residual (autograd must see the
     update), and `out` is not supported.
     """
+    if not isinstance(residual, torch.Tensor):
+        raise TypeError(f"residual must be a torch.Tensor, got {type(residual).__name__} "
+                        "(for the norm alone call rms_norm)")
     ext = backend.ext
     if ext is not None and out is None and not torch.compiler.is_compiling():
         try:
@@ -78,7 +81,7 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     grad, compiling = _needs_grad(x, residual, weight), torch.compiler.is_compiling()
     sharded = type(x) is not torch.Tensor and _is_dtensor(x)
     if grad or compiling or sharded:
-        validation.check_scalars(eps, offset, casting_mode, weight)
+        validation.check_scalars(eps, offset, casting_mode, weight, values=not compiling)
     llama = casting_mode == "llama"
     if sharded:
         return _distributed().fused_add_rms_norm(x, residual, weight, eps, offset, llama,

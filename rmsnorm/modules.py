@@ -1,8 +1,11 @@
 """nn.Module drop-ins whose state dicts and attribute names match Hugging Face's norms."""
 
+import numbers
+
 import torch
 from torch import nn
 
+from rmsnorm import validation
 from rmsnorm.functional import fused_add_rms_norm, rms_norm
 
 
@@ -15,6 +18,13 @@ class RMSNorm(nn.Module):
     def __init__(self, hidden_size, eps=1e-6, *, offset=0.0, casting_mode="llama",
                  elementwise_affine=True, device=None, dtype=None):
         super().__init__()
+        if isinstance(hidden_size, bool) or not isinstance(hidden_size, numbers.Integral):
+            raise TypeError(f"hidden_size must be an int, got {type(hidden_size).__name__}")
+        if hidden_size < 1:
+            raise ValueError(f"hidden_size must be >= 1, got {hidden_size}")
+        # The weight is checked by shape at every call; None stands for "no weight" here.
+        validation.check_scalars(eps, offset, casting_mode,
+                                 True if elementwise_affine else None)
         self.hidden_size = hidden_size
         self.variance_epsilon = eps
         self.offset = offset

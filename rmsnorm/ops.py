@@ -62,16 +62,15 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
             raise TypeError(f"out has dtype {out.dtype}, expected {out_dtype} (casting_mode="
                             f"{casting_mode!r}, input {norm_dtype}, weight "
                             f"{None if weight is None else weight.dtype})")
-        v.check_writable("out", out)
-        v.check_no_partial_alias("out", out, "x", x)
-        if fused:
-            v.check_no_partial_alias("out", out, "residual", residual)
-            if inplace and v.overlaps(out, residual):
-                raise ValueError("out overlaps residual, which inplace=True also writes")
-    if inplace:
-        v.check_writable("residual", residual)
-    elif residual_out is not None:
-        _check_sum_output(residual_out, x, residual, out)
+    if residual_out is not None and not inplace:
+        v.check_same_shape("residual_out", residual_out, x, device)
+        if residual_out.dtype != residual.dtype:
+            raise TypeError(f"residual_out has dtype {residual_out.dtype}, expected "
+                            f"{residual.dtype} (the residual's)")
+    _check_outputs(x, residual, weight, out, residual if inplace else residual_out, inplace)
+    x, weight = _resolved(x), _resolved(weight)
+    if not inplace:
+        residual = _resolved(residual)
 
     y = out if out is not None else alloc(x.shape, out_dtype, device)
     if not fused:
@@ -93,16 +92,35 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
     return y, s, rstd
 
 
-def _check_sum_output(residual_out, x, residual, out):
-    v.check_same_shape("residual_out", residual_out, x, x.device)
-    if residual_out.dtype != residual.dtype:
-        raise TypeError(f"residual_out has dtype {residual_out.dtype}, expected "
-                        f"{residual.dtype} (the residual's)")
-    v.check_writable("residual_out", residual_out)
-    v.check_no_partial_alias("residual_out", residual_out, "x", x)
-    v.check_no_partial_alias("residual_out", residual_out, "residual", residual)
-    if out is not None and v.overlaps(out, residual_out):
-        raise ValueError("out overlaps residual_out; they are two different results")
+def _resolved(t):
+    """t with its negative bit applied: the kernels read raw memory (`x._neg_view()` and
+    `z.conj().imag` store -x and z.imag)."""
+    return t.resolve_neg() if t is not None and t.is_neg() else t
+
+
+def _check_outputs(x, residual, weight, out, s, inplace):
+    """What the forward writes (y into `out`, the sum into `s`) against what it reads: each
+    output may be an input exactly (read before it is written, by the same thread) or share
+    no element with it; the two outputs share nothing; the weight, read by every row, shares
+    nothing with an output."""
+    s_name = "residual (updated in place)" if inplace else "residual_out"
+    if out is not None:
+        v.check_writable("out", out)
+        v.check_no_partial_alias("out", out, "x", x)
+        if inplace:
+            v.check_disjoint("out", out, "residual", residual, ", which inplace=True also "
+                                                               "writes")
+        else:
+            v.check_no_partial_alias("out", out, "residual", residual)
+            v.check_disjoint("out", out, "residual_out", s, "; they are two different "
+                                                            "results")
+        v.check_disjoint("out", out, "weight", weight, ", which every row reads")
+    if s is not None:
+        v.check_writable(s_name, s)
+        v.check_no_partial_alias(s_name, s, "x", x)
+        if not inplace:
+            v.check_no_partial_alias(s_name, s, "residual", residual)
+        v.check_disjoint(s_name, s, "weight", weight, ", which every row reads")
 
 
 def alloc(shape, dtype, device):
@@ -133,10 +151,20 @@ def _meta(t):
     return None if t is None else (t.stride(), t.dtype)
 
 
+def _aligned(*tensors):
+    return all(t is None or t.data_ptr() % 16 == 0 for t in tensors)
+
+
+def _staged(t):
+    """A fresh contiguous copy of t (fresh allocations are 16-byte aligned)."""
+    return None if t is None else t.clone(memory_format=torch.contiguous_format)
+
+
 def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
     fused = residual is not None
+    inplace = fused and residual is s
     x = _readable(x)
-    if fused and residual is not s:
+    if fused and not inplace:
         residual = _readable(residual)
     if weight is not None:
         weight = weight.contiguous()
@@ -144,38 +172,47 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
         launch = configs.forward_launch(
             x.shape[-1], max(x.element_size(), residual.element_size() if fused else 0), fused,
             weight.element_size() if weight is not None else 0, _arch(x.device))
-
-    def spec_of(x, residual):
-        # Everything but the data pointers and scalars follows from the tensors' metadata:
-        # worked out once per distinct call signature.
-        return _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(s),
-                            None if weight is None else weight.dtype, rstd is not None,
-                            casting_mode, launch)
-
-    spec = spec_of(x, residual)
-    if spec is None:
-        # More than two levels of row strides: copy what is only read, then retry.
-        x = x.contiguous()
-        if fused and residual is not s:
-            residual = residual.contiguous()
-        spec = spec_of(x, residual)
-    if spec is None:
-        culprit = "out" if plan_rows(y.shape[:-1], {"y": y.stride()[:-1]}) is None \
-            else "residual (written in place)"
-        raise ValueError(f"{culprit}: its leading dimensions cannot be addressed with two row "
-                         "strides; pass a tensor whose leading dims merge into at most two")
-    prepared, sizes = spec
+    spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(s),
+                        None if weight is None else weight.dtype, rstd is not None,
+                        casting_mode, launch)
+    if spec is None or not spec[2] or not _aligned(x, residual, weight, y, s):
+        # Not the kernel the same data laid out contiguously would run (more than two
+        # levels of row strides, a pointer off 16 bytes, a row stride that Triton
+        # specializes otherwise than n, or one of 2^31 elements or more): run that kernel
+        # on contiguous copies, so that every layout gives the contiguous layout's bits.
+        y_c, s_c = alloc(y.shape, y.dtype, y.device), _staged(s) if inplace else \
+            (None if s is None else alloc(s.shape, s.dtype, s.device))
+        _launch(_staged(x), s_c if inplace else _staged(residual), _staged(weight), eps,
+                offset, casting_mode, y_c, s_c, rstd, launch)
+        y.copy_(y_c)
+        if fused:
+            s.copy_(s_c)
+        return
+    prepared, sizes, _ = spec
     with _on_device(x.device):
         prepared(x, residual if fused else x, weight if weight is not None else x, y,
                  s if fused else y, rstd if rstd is not None else y,
                  *sizes, float(eps), float(offset))
 
 
+def _as_twin(plan, n):
+    """Whether the row strides of `plan` make Triton compile the kernel that the same rows
+    laid out contiguously (row stride n) get: every stride below 2^31 (Triton types larger
+    ones as 64-bit) and a multiple of 16 exactly when n is (the JIT specializes on it,
+    and a kernel knowing its rows aligned sums them in another order)."""
+    if plan.rows == 1:
+        return True
+    used = [st for st_pair in plan.strides.values() for st in st_pair[:2 if plan.two_level
+                                                                     else 1]]
+    return all(abs(st) < 2 ** 31 and (st % 16 == 0) == (n % 16 == 0) for st in used)
+
+
 @functools.lru_cache(maxsize=4096)
 def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rstd,
                  casting_mode, launch):
-    """(prepared kernel, sizes and strides) for one call signature, or None when the rows
-    need more than two levels of strides."""
+    """(prepared kernel, sizes and strides, whether the strides are the contiguous twin's
+    kind: _as_twin) for one call signature, or None when the rows need more than two levels
+    of strides."""
     fused = r_meta is not None
     named = {"x": x_meta, "y": y_meta, "residual": r_meta, "s": s_meta}
     strides = {k: m[0][:-1] for k, m in named.items() if m is not None}
@@ -193,7 +230,8 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
     kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
-    return _prepare(kernel, grid, 6, flags, launch.num_warps, (n, *sizes[4:])), sizes
+    return (_prepare(kernel, grid, 6, flags, launch.num_warps, (n, *sizes[4:])), sizes,
+            _as_twin(plan, n))
 
 
 def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual=None,
@@ -219,8 +257,9 @@ def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual
     if dx_out is None:
         dx = alloc(x.shape, x.dtype, x.device)
     else:
-        _check_dx_out(dx_out, dy, x, dresidual)
+        _check_dx_out(dx_out, dy, x, weight, rstd, dresidual)
         dx = dx_out
+    dy, x, weight, dresidual = (_resolved(t) for t in (dy, x, weight, dresidual))
     if x.numel() == 0:
         dw = torch.zeros_like(weight) if need_dw else None
         return dx, dw
@@ -233,15 +272,14 @@ def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual
                                 dresidual, dx, need_dw, launch)
 
 
-def _check_dx_out(dx_out, dy, x, dresidual):
+def _check_dx_out(dx_out, dy, x, weight, rstd, dresidual):
     v.check_same_shape("dx_out", dx_out, x, x.device)
     if dx_out.dtype != x.dtype:
         raise TypeError(f"dx_out has dtype {dx_out.dtype}, expected {x.dtype} (x's)")
     v.check_writable("dx_out", dx_out)
     v.check_no_partial_alias("dx_out", dx_out, "dy", dy)
-    for name, t in (("x", x), ("dresidual", dresidual)):
-        if t is not None and v.overlaps(dx_out, t):
-            raise ValueError(f"dx_out overlaps {name}, which the backward reads")
+    for name, t in (("x", x), ("weight", weight), ("rstd", rstd), ("dresidual", dresidual)):
+        v.check_disjoint("dx_out", dx_out, name, t, ", which the backward reads")
 
 
 def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_dw, launch):
@@ -255,19 +293,17 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
         launch = configs.backward_launch(n, widest, dres is not None,
                                          weight.element_size() if weight is not None else 0,
                                          _arch(x.device))
-
-    def spec_of(dy, x, dres):
-        return _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dres),
-                              None if weight is None else weight.dtype, need_dw, casting_mode,
-                              launch)
-
-    spec = spec_of(dy, x, dres)
-    if spec is None:
-        # More than two levels of row strides (dx is contiguous): copy the inputs.
-        dy, x = dy.contiguous(), x.contiguous()
-        dres = dres.contiguous() if dres is not None else None
-        spec = spec_of(dy, x, dres)
-    prepared, sizes = spec
+    spec = _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dres),
+                          None if weight is None else weight.dtype, need_dw, casting_mode,
+                          launch)
+    if spec is None or not spec[2] or not _aligned(dy, x, weight, rstd, dx, dres):
+        # As the forward's _launch: the contiguous layout's kernel, on contiguous copies.
+        dx_c = alloc(dx.shape, dx.dtype, dx.device)
+        dw = _launch_backward(_staged(dy), _staged(x), _staged(weight), _staged(rstd), offset,
+                              casting_mode, _staged(dres), dx_c, need_dw, launch)
+        dx.copy_(dx_c)
+        return dw
+    prepared, sizes, _ = spec
     programs = prepared.grid[0]
     partials = alloc((programs, n), rstd.dtype, x.device) if need_dw else None
     with _on_device(x.device):
@@ -284,8 +320,9 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
 @functools.lru_cache(maxsize=4096)
 def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, need_dw,
                    casting_mode, launch):
-    """(prepared kernel, sizes and strides) for one backward call signature, or None when the
-    rows need more than two levels of strides. Every dtype the kernel sees is in the key."""
+    """(prepared kernel, sizes and strides, _as_twin) for one backward call signature, or
+    None when the rows need more than two levels of strides. Every dtype the kernel sees is
+    in the key."""
     named = {"dy": dy_meta, "x": x_meta, "dx": dx_meta, "dres": dres_meta}
     strides = {k: m[0][:-1] for k, m in named.items() if m is not None}
     plan = plan_rows(shape[:-1], strides)
@@ -301,8 +338,9 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, 
                  HAS_DW=need_dw, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
     kernel = bwd_tile_kernel if launch.path == "tile" else bwd_loop_kernel
-    return _prepare(kernel, _grid(launch, plan.rows, device), 7, flags,
-                    launch.num_warps, (shape[-1], *sizes[3:])), sizes
+    return (_prepare(kernel, _grid(launch, plan.rows, device), 7, flags,
+                     launch.num_warps, (shape[-1], *sizes[3:])), sizes,
+            _as_twin(plan, shape[-1]))
 
 
 def _strides_of(plan, n):

@@ -5,13 +5,24 @@ import numbers
 
 import torch
 
+from rmsnorm import aliasing
+
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 CASTING_MODES = ("llama", "gemma")
+# The least magnitude that rounds to infinity in fp32: halfway between fp32's largest finite
+# value, 2^128 - 2^104, and 2^128 (a tie, which rounds to the even 2^128).
+FP32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
 
 
 def check_tensor(name, t, *, device=None):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.is_nested:
+        raise TypeError(f"{name} is a nested tensor; rmsnorm takes dense (strided) tensors: "
+                        "normalize its components, or its padded or values() tensor")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} has layout {t.layout}; rmsnorm takes dense (strided) tensors "
+                        "(call .to_dense() first)")
     if t.dtype not in DTYPES:
         raise TypeError(f"{name} has dtype {t.dtype}; supported: float32, float16, bfloat16, "
                         "float64")
@@ -47,18 +58,46 @@ def check_same_shape(name, t, x, device):
                          "(the shape of x)")
 
 
-def check_scalars(eps, offset, casting_mode, weight):
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps) \
-            or eps < 0:
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    if isinstance(offset, bool) or not isinstance(offset, numbers.Real) \
-            or not math.isfinite(offset):
-        raise ValueError(f"offset must be a finite number, got {offset!r}")
+def check_scalars(eps, offset, casting_mode, weight, *, values=True):
+    """eps and offset are used as fp32 in the kernels: each must be a real number that is
+    finite in fp32. values=False (torch.compile tracing, where eps and offset may be
+    symbolic) checks their types alone: the op checks their values when it runs."""
+    _check_real("eps", eps)
+    _check_real("offset", offset)
+    _check_casting_mode(casting_mode)
+    if not values:
+        return
+    if not _finite_in_fp32(eps) or eps < 0:
+        raise ValueError(f"eps must be >= 0 and finite in fp32 (the kernels use it as fp32), "
+                         f"got {eps!r}")
+    if not _finite_in_fp32(offset):
+        raise ValueError(f"offset must be finite in fp32 (the kernels use it as fp32), got "
+                         f"{offset!r}")
     if offset != 0 and weight is None:
-        raise ValueError(f"offset={offset!r} is added to the weight, but weight is None; pass "
-                         "a weight or offset=0.0")
+        raise ValueError(f"offset={offset!r} is added to the weight, but weight is None; "
+                         "pass a weight or offset=0.0")
+
+
+def _check_casting_mode(casting_mode):
+    if not isinstance(casting_mode, str):
+        raise TypeError(f"casting_mode must be a str, one of {CASTING_MODES}, got "
+                        f"{type(casting_mode).__name__}")
     if casting_mode not in CASTING_MODES:
         raise ValueError(f"casting_mode must be one of {CASTING_MODES}, got {casting_mode!r}")
+
+
+def _check_real(name, v):
+    if isinstance(v, (torch.SymFloat, torch.SymInt)):
+        return
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{name} must be a real number (float or int), got "
+                        f"{type(v).__name__}" + (" (pass a Python float: .item())"
+                                                 if isinstance(v, torch.Tensor) else ""))
+
+
+def _finite_in_fp32(v):
+    # Plain comparisons, which torch.compile traces (struct does not).
+    return math.isfinite(v) and abs(v) < FP32_OVERFLOW
 
 
 def check_float64_not_mixed(**tensors):
@@ -72,8 +111,11 @@ def check_float64_not_mixed(**tensors):
 
 
 def check_writable(name, t):
-    """An output must be writable by distinct elements: no broadcast (zero) strides and a
-    contiguous last dimension."""
+    """An output must be writable element by element: no two elements in one place, a
+    contiguous last dimension, and no negative bit (a view that negates what is stored)."""
+    if t.is_neg():
+        raise ValueError(f"{name} is a negative view (is_neg()); rmsnorm writes raw memory: "
+                         "pass a tensor without the negative bit")
     for size, stride in zip(t.shape, t.stride()):
         if size > 1 and stride == 0:
             raise ValueError(f"{name} has a broadcast (stride 0) dimension; outputs need one "
@@ -81,28 +123,24 @@ def check_writable(name, t):
     if t.shape[-1] > 1 and t.stride(-1) != 1:
         raise ValueError(f"{name} must have a contiguous last dimension (stride 1), got "
                          f"stride {t.stride(-1)}")
-
-
-def _span(t):
-    if t.numel() == 0:
-        return (0, 0)
-    start = t.data_ptr()
-    last = sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
-    return (start, start + (last + 1) * t.element_size())
-
-
-def same_view(a, b):
-    return a.data_ptr() == b.data_ptr() and a.stride() == b.stride() and a.dtype == b.dtype
-
-
-def overlaps(a, b):
-    (a0, a1), (b0, b1) = _span(a), _span(b)
-    return a0 < b1 and b0 < a1
+    if aliasing.overlaps_itself(t):
+        raise ValueError(f"{name} has elements that share memory (strides "
+                         f"{tuple(t.stride())} for shape {tuple(t.shape)}); outputs need one "
+                         "element of memory per element")
 
 
 def check_no_partial_alias(out_name, out, in_name, t):
     """`out` may be exactly `t` (every element read before it is written, by the same
-    thread) or disjoint from it, nothing in between."""
-    if overlaps(out, t) and not same_view(out, t):
-        raise ValueError(f"{out_name} partially overlaps {in_name}; it may alias it exactly "
-                         "or not at all")
+    thread) or share no element with it, nothing in between."""
+    if t is not None and not aliasing.same_view(out, t):
+        check_disjoint(out_name, out, in_name, t, f"; it may alias {in_name} exactly or not "
+                                                  "at all")
+
+
+def check_disjoint(out_name, out, in_name, t, why=""):
+    """`out` shares no element with `t`."""
+    if t is not None and aliasing.overlaps(out, t):
+        if aliasing.too_many_runs(out, t):
+            why += (f" (their memory ranges overlap, and views of more than "
+                    f"{aliasing.MAX_RUNS} rows are not compared element by element)")
+        raise ValueError(f"{out_name} overlaps {in_name}{why}")

@@ -38,6 +38,8 @@ def test_float64_cannot_be_mixed_with_other_dtypes(x):
 def test_not_a_tensor():
     with pytest.raises(TypeError, match="x must be a torch.Tensor"):
         rmsnorm.rms_norm([1.0, 2.0])
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        rmsnorm.fused_add_rms_norm([1.0, 2.0], torch.ones(2))
 
 
 def test_zero_width_rows(x):
@@ -50,15 +52,35 @@ def test_scalar_input():
         rmsnorm.rms_norm(torch.tensor(1.0))
 
 
-@pytest.mark.parametrize("eps", [-1e-6, float("nan"), float("inf"), "1e-6", None, True])
-def test_eps_must_be_finite_and_non_negative(x, eps):
-    with pytest.raises(ValueError, match="eps must be a finite number >= 0"):
+@pytest.mark.parametrize("eps", [-1e-6, float("nan"), float("inf"), 1e39, -1e39])
+def test_eps_must_be_non_negative_and_finite_in_fp32(x, eps):
+    # 1e39 is a finite Python float, but the kernels take eps as fp32, where it is inf.
+    with pytest.raises(ValueError, match="eps must be >= 0 and finite in fp32"):
         rmsnorm.rms_norm(x, eps=eps)
 
 
-@pytest.mark.parametrize("offset", [float("nan"), float("inf"), "1"])
-def test_offset_must_be_finite(x, offset):
-    with pytest.raises(ValueError, match="offset must be a finite number"):
+def test_eps_just_below_fp32_overflow_is_accepted(x):
+    largest = torch.finfo(torch.float32).max
+    rmsnorm.rms_norm(x, eps=largest)
+    with pytest.raises(ValueError, match="eps must be"):
+        rmsnorm.rms_norm(x, eps=2.0 ** 128 - 2.0 ** 103)  # rounds to inf in fp32
+
+
+@pytest.mark.parametrize("eps", ["1e-6", None, True, torch.tensor(1e-6)])
+def test_eps_must_be_a_real_number(x, eps):
+    with pytest.raises(TypeError, match="eps must be a real number"):
+        rmsnorm.rms_norm(x, eps=eps)
+
+
+@pytest.mark.parametrize("offset", [float("nan"), float("inf"), 1e39])
+def test_offset_must_be_finite_in_fp32(x, offset):
+    with pytest.raises(ValueError, match="offset must be finite in fp32"):
+        rmsnorm.rms_norm(x, torch.ones(8), offset=offset)
+
+
+@pytest.mark.parametrize("offset", ["1", None, torch.tensor(1.0)])
+def test_offset_must_be_a_real_number(x, offset):
+    with pytest.raises(TypeError, match="offset must be a real number"):
         rmsnorm.rms_norm(x, torch.ones(8), offset=offset)
 
 
@@ -71,6 +93,58 @@ def test_offset_without_weight(x):
 def test_unknown_casting_mode(x):
     with pytest.raises(ValueError, match="casting_mode must be one of"):
         rmsnorm.rms_norm(x, casting_mode="hf")
+    with pytest.raises(TypeError, match="casting_mode must be a str"):
+        rmsnorm.rms_norm(x, casting_mode=1)
+
+
+def test_fused_add_needs_a_residual_tensor(x):
+    with pytest.raises(TypeError, match="residual must be a torch.Tensor, got NoneType"):
+        rmsnorm.fused_add_rms_norm(x, None)
+    with pytest.raises(TypeError, match="residual must be a torch.Tensor, got list"):
+        rmsnorm.fused_add_rms_norm(x, [1.0] * 8)
+
+
+def test_sparse_tensors_are_refused_by_name(x):
+    with pytest.raises(TypeError, match="x has layout torch.sparse_coo"):
+        rmsnorm.rms_norm(x.to_sparse())
+    with pytest.raises(TypeError, match="weight has layout torch.sparse_coo"):
+        rmsnorm.rms_norm(x, torch.ones(8).to_sparse())
+    with pytest.raises(TypeError, match="residual has layout torch.sparse_csr"):
+        rmsnorm.fused_add_rms_norm(x, x.to_sparse_csr())
+
+
+def test_nested_tensors_are_refused_by_name(x):
+    nested = torch.nested.nested_tensor([torch.randn(2, 8), torch.randn(3, 8)])
+    with pytest.raises(TypeError, match="x is a nested tensor"):
+        rmsnorm.rms_norm(nested)
+    jagged = torch.nested.nested_tensor([torch.randn(2, 8), torch.randn(3, 8)],
+                                        layout=torch.jagged)
+    with pytest.raises(TypeError, match="x is a nested tensor"):
+        rmsnorm.rms_norm(jagged)
+
+
+@pytest.mark.parametrize("hidden_size", [64.0, "64", None, True])
+def test_module_hidden_size_must_be_an_int(hidden_size):
+    with pytest.raises(TypeError, match="hidden_size must be an int"):
+        rmsnorm.RMSNorm(hidden_size)
+
+
+@pytest.mark.parametrize("hidden_size", [0, -4])
+def test_module_hidden_size_must_be_positive(hidden_size):
+    with pytest.raises(ValueError, match="hidden_size must be >= 1"):
+        rmsnorm.RMSNorm(hidden_size)
+    with pytest.raises(ValueError, match="hidden_size must be >= 1"):
+        rmsnorm.GemmaRMSNorm(hidden_size)
+
+
+def test_module_scalars_are_checked_when_it_is_built():
+    with pytest.raises(ValueError, match="eps must be >= 0"):
+        rmsnorm.RMSNorm(8, eps=-1.0)
+    with pytest.raises(ValueError, match="casting_mode must be one of"):
+        rmsnorm.RMSNorm(8, casting_mode="bert")
+    with pytest.raises(ValueError, match="offset=1.0 is added to the weight, but weight is "
+                                         "None"):
+        rmsnorm.RMSNorm(8, offset=1.0, elementwise_affine=False)
 
 
 def test_residual_of_wrong_shape(x):
@@ -97,7 +171,7 @@ def test_out_that_cannot_be_written_element_by_element(x):
 
 def test_out_partially_overlapping_an_input(x):
     buf = torch.randn(5, 8)
-    with pytest.raises(ValueError, match="out partially overlaps x"):
+    with pytest.raises(ValueError, match="out overlaps x; it may alias x exactly"):
         rmsnorm.rms_norm(buf[:4], out=buf[1:])
 
 
@@ -113,7 +187,7 @@ def test_inplace_needs_a_residual(x):
 
 
 def test_inplace_residual_must_be_writable(x):
-    with pytest.raises(ValueError, match="residual has a broadcast"):
+    with pytest.raises(ValueError, match=r"residual \(updated in place\) has a broadcast"):
         rmsnorm.fused_add_rms_norm(x, torch.randn(1, 8).expand(4, 8), inplace=True)
 
 
@@ -159,7 +233,7 @@ def test_dx_out_must_fit_the_gradient(x):
     dy, shifted = buf[:-1].view(x.shape), buf[1:].view(x.shape)
     with pytest.raises(TypeError, match="dx_out has dtype"):
         ops.backward(dy, x, None, rstd, dx_out=torch.empty_like(x, dtype=torch.float64))
-    with pytest.raises(ValueError, match="dx_out partially overlaps dy"):
+    with pytest.raises(ValueError, match="dx_out overlaps dy; it may alias dy exactly"):
         ops.backward(dy, x, None, rstd, dx_out=shifted)
     with pytest.raises(ValueError, match="dx_out overlaps x"):
         ops.backward(dy, x, None, rstd, dx_out=x)

@@ -10,8 +10,10 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "rmsnorm/rmsnorm.h"
 
@@ -48,9 +50,28 @@ std::optional<int64_t> row_stride(const at::Tensor& t) {
     return stride.value_or(0);
 }
 
-// A tensor subclass (DTensor, FakeTensor, ...) holds no data of its own here: its data_ptr is
-// not the data. The Python routes handle those.
-bool plain(const at::Tensor& t) { return !t.key_set().has(c10::DispatchKey::Python); }
+// What the kernels can read as raw memory: not a tensor subclass (DTensor, FakeTensor, ...,
+// whose data_ptr is not the data), a dense tensor (not sparse or nested), and no negative bit
+// (`x._neg_view()` stores -x). The Python routes handle (or refuse, naming them) the others.
+bool plain(const at::Tensor& t) {
+    return !t.key_set().has(c10::DispatchKey::Python) && t.layout() == at::kStrided &&
+           !t.is_nested() && !t.is_neg();
+}
+
+// Whether the bytes a and b span meet (their elements may still be disjoint, interleaved).
+bool ranges_meet(const at::Tensor& a, const at::Tensor& b) {
+    const auto span = [](const at::Tensor& t) {
+        int64_t last = 0;
+        for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+        const auto start = reinterpret_cast<uintptr_t>(t.data_ptr());
+        return std::pair<uintptr_t, uintptr_t>{
+            start, start + static_cast<uintptr_t>((last + 1) * t.element_size())};
+    };
+    if (a.numel() == 0 || b.numel() == 0) return false;
+    const auto [a0, a1] = span(a);
+    const auto [b0, b1] = span(b);
+    return a0 < b1 && b0 < a1;
+}
 
 bool eligible(const at::Tensor& x, const std::optional<at::Tensor>& weight) {
     if (!x.is_cuda() || !plain(x) || !dtype_of(x) || x.dim() == 0 || x.size(-1) == 0) return false;
@@ -128,8 +149,9 @@ py::object fused_add_forward(const at::Tensor& x, at::Tensor& residual,
         return py::none();
     const auto sx = row_stride(x), sr = row_stride(residual);
     if (!sx || !sr) return py::none();
-    if (inplace && (!residual.is_non_overlapping_and_dense() || residual.is_same(x)))
-        return py::none();  // the Python path checks and explains these
+    if (inplace && (!residual.is_non_overlapping_and_dense() ||
+                    ranges_meet(residual, x) || (weight && ranges_meet(residual, *weight))))
+        return py::none();  // the Python path decides these element by element, or explains
     c10::cuda::CUDAGuard guard(x.device());
     at::Tensor y = empty_like_rows(x);
     at::Tensor s = inplace ? residual : empty_like_rows(x);
