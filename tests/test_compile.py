@@ -142,3 +142,57 @@ def test_compile_reduce_overhead_matches_eager():
     for _ in range(3):  # cudagraph trees record on a later call; check the replays
         got = run(compiled, model, x, residual)
     assert_identical(got, eager, exact=OURS)
+
+
+def test_dynamic_eps_offset_and_shapes_compile_without_breaks_and_match_eager(device):
+    # dynamic=True makes eps and offset symbolic: their checks must not be Python that Dynamo
+    # cannot trace (they run inside the op, on concrete values).
+    def norms(x, residual, w, eps, offset):
+        y = rmsnorm.rms_norm(x, w, eps, offset=offset, casting_mode="gemma")
+        return rmsnorm.fused_add_rms_norm(y, residual, w, eps, offset=offset)
+
+    compiled = torch.compile(norms, fullgraph=True, dynamic=True)
+    w = weight_for(N, torch.float32, device, seed_of("dyn-w"))
+    for m, eps, offset in ((4, 1e-6, 0.0), (7, 1e-5, 1.0), (2, 0.25, -0.5), (9, 0.0, 0.75)):
+        seed = seed_of("dyn", m)
+        x = randn((m, N), torch.float32, device, seed)
+        residual = randn((m, N), torch.float32, device, seed + 1)
+        for got, expected in zip(compiled(x, residual, w, eps, offset),
+                                 norms(x, residual, w, eps, offset)):
+            assert torch.equal(got, expected)
+    assert graph_breaks() == 0
+
+
+def test_symbolic_scalars_are_still_checked_when_the_op_runs(device):
+    compiled = torch.compile(lambda x, w, eps, offset: rmsnorm.rms_norm(x, w, eps,
+                                                                        offset=offset),
+                             fullgraph=True, dynamic=True)
+    x = randn((4, N), torch.float32, device, seed_of("dyn-bad"))
+    w = weight_for(N, torch.float32, device, seed_of("dyn-bad"))
+    compiled(x, w, 1e-6, 0.0)
+    with pytest.raises(ValueError, match="eps must be >= 0"):
+        compiled(x, w, -1.0, 0.0)
+    with pytest.raises(ValueError, match="offset must be finite in fp32"):
+        compiled(x, w, 1e-6, 1e39)
+    with pytest.raises(ValueError, match="offset=1.0 is added to the weight, but weight is "
+                                         "None"):
+        compiled(x, None, 1e-6, 1.0)
+
+
+def test_a_compiled_module_follows_a_changed_variance_epsilon(device):
+    norm = rmsnorm.RMSNorm(N, device=device)
+    with torch.no_grad():
+        norm.weight.copy_(weight_for(N, torch.float32, device, seed_of("mod-eps")))
+    compiled = torch.compile(norm, fullgraph=True)
+    x = randn((5, N), torch.float32, device, seed_of("mod-eps", 1), scale=0.1)
+    for eps in (1e-6, 1e-2, 0.5):
+        norm.variance_epsilon = eps
+        with torch.no_grad():
+            assert torch.equal(compiled(x), norm(x))
+        leaf = x.clone().requires_grad_()
+        y = compiled(leaf)
+        y.square().sum().backward()
+        expected_leaf = x.clone().requires_grad_()
+        norm(expected_leaf).square().sum().backward()
+        assert torch.equal(leaf.grad, expected_leaf.grad)
+    assert graph_breaks() == 0
