@@ -12,6 +12,11 @@ Registered ops (namespace "rmsnorm"):
 Eager autograd takes EagerNorm/EagerAddNorm below instead: same kernels and formulas, less
 host time. DTensor inputs always take the ops (fwd, add_fwd, bwd), whose sharding rules
 rmsnorm.distributed registers: the Functions call the launcher, which needs local tensors.
+On both routes a backward that must itself be differentiable (create_graph=True: grad mode
+is on inside it, and an input of it requires grad) computes the same contract with a
+differentiable PyTorch formula instead of the kernels (`_differentiable_grads`), so double
+backward (gradient penalties) is right, DTensor included; under AOTAutograd (torch.compile's
+default backends) PyTorch itself refuses a double backward.
 Being opaque custom ops with fake kernels, the ops trace under torch.compile(fullgraph=True)
 without graph breaks, and Inductor's fp64 Python floats reach the kernels as fp32 (the kernels
 cast eps and offset). rstd is only written when a backward will need it (save_rstd), which the
@@ -108,8 +113,49 @@ def _grads(ctx, dy, dresidual, backward):
     need_dw = weight is not None and ctx.needs_input_grad[ctx.weight_index]
     if dy is None:
         dy = torch.zeros_like(s, dtype=ctx.y_dtype)
+    if _needs_graph(dy, dresidual, s, weight):
+        return _differentiable_grads(dy, s, weight, dresidual, ctx.eps, ctx.offset, ctx.llama,
+                                     need_dw)
     ds, dw = backward(dy, s, weight, rstd, dresidual, ctx.offset, ctx.llama, need_dw)
     return ds, dw if need_dw else None
+
+
+def _needs_graph(*tensors):
+    """Whether the backward must itself be differentiable: autograd runs it with grad mode on
+    only for create_graph=True, and then a graph is needed if any of its inputs requires grad.
+    Otherwise (every first-order backward) the kernels run."""
+    return torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in tensors)
+
+
+def _differentiable_grads(dy, x, weight, dresidual, eps, offset, llama, need_dw):
+    """(dx, dw) of DESIGN.md's "Backward" in differentiable PyTorch ops, for double backward.
+
+    As the kernels: fp32 math (fp64 for float64), dx in x's dtype plus `dresidual` (the fused
+    add), dw in the weight's dtype. Unlike them, rstd is recomputed from x (not the saved
+    one), so that the second-order terms in x are complete. "llama" rounds xhat to x's dtype
+    for dw; that rounding is straight-through here (identity for the second-order terms), as
+    the kernels' dx already treats it. Values: the kernels' within fp32 rounding (another
+    reduction order, rstd recomputed). Plain tensor ops, so DTensor runs them too.
+    """
+    acc = reference.acc_dtype(x.dtype)
+    v = x.to(acc)
+    r = torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + reference.fp32(eps))
+    xhat = v * r
+    dy = dy.to(acc)
+    g = dy if weight is None else dy * (weight.to(acc) + reference.fp32(offset))
+    dx = r * (g - xhat * (g * xhat).mean(-1, keepdim=True))
+    if dresidual is not None:
+        dx = dx + dresidual.to(acc)
+    if not need_dw:
+        return dx.to(x.dtype), None
+    if llama:
+        # round(xhat) in value, xhat's graph: round(xhat) - xhat is exact (Sterbenz: the two
+        # are within a factor of 2), so adding it back gives the rounded value exactly.
+        xhat = xhat + (xhat.to(x.dtype).to(acc) - xhat).detach()
+    prod = dy * xhat
+    dw = prod.sum(tuple(range(prod.dim() - 1))) if prod.dim() > 1 else prod
+    return dx.to(x.dtype), dw.to(weight.dtype)
 
 
 def _direct_bwd(dy, x, weight, rstd, dresidual, offset, llama, need_dw):
@@ -117,15 +163,16 @@ def _direct_bwd(dy, x, weight, rstd, dresidual, offset, llama, need_dw):
                         dresidual=dresidual, need_dw=need_dw)
 
 
-def _setup(ctx, norm_input, weight, rstd, offset, llama, y, weight_index):
+def _setup(ctx, norm_input, weight, rstd, eps, offset, llama, y, weight_index):
     ctx.save_for_backward(norm_input, weight, rstd)
     ctx.offset, ctx.llama, ctx.y_dtype, ctx.weight_index = offset, llama, y.dtype, weight_index
+    ctx.eps = eps  # only a differentiable backward (double backward) recomputes rstd
 
 
 def _fwd_setup(ctx, inputs, output):
-    x, weight, _, offset, llama, _ = inputs
+    x, weight, eps, offset, llama, _ = inputs
     y, rstd = output
-    _setup(ctx, x, weight, rstd, offset, llama, y, 1)
+    _setup(ctx, x, weight, rstd, eps, offset, llama, y, 1)
 
 
 def _fwd_backward(ctx, dy, _drstd):
@@ -134,9 +181,9 @@ def _fwd_backward(ctx, dy, _drstd):
 
 
 def _add_fwd_setup(ctx, inputs, output):
-    x, residual, weight, _, offset, llama, _ = inputs
+    x, residual, weight, eps, offset, llama, _ = inputs
     y, s, rstd = output
-    _setup(ctx, s, weight, rstd, offset, llama, y, 2)
+    _setup(ctx, s, weight, rstd, eps, offset, llama, y, 2)
     ctx.x_dtype = x.dtype
 
 
@@ -163,7 +210,7 @@ class EagerNorm(torch.autograd.Function):
     def forward(ctx, x, weight, eps, offset, llama):
         y, _, rstd = ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama),
                                  return_rstd=True)
-        _setup(ctx, x, weight, rstd, offset, llama, y, 1)
+        _setup(ctx, x, weight, rstd, eps, offset, llama, y, 1)
         return y
 
     @staticmethod
@@ -178,7 +225,7 @@ class EagerAddNorm(torch.autograd.Function):
     def forward(ctx, x, residual, weight, eps, offset, llama):
         y, s, rstd = ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama),
                                  residual=residual, return_rstd=True)
-        _setup(ctx, s, weight, rstd, offset, llama, y, 2)
+        _setup(ctx, s, weight, rstd, eps, offset, llama, y, 2)
         ctx.x_dtype = x.dtype
         return y, s
 
