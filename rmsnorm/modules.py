@@ -22,9 +22,9 @@ class RMSNorm(nn.Module):
             raise TypeError(f"hidden_size must be an int, got {type(hidden_size).__name__}")
         if hidden_size < 1:
             raise ValueError(f"hidden_size must be >= 1, got {hidden_size}")
-        # The weight is checked by shape at every call; None stands for "no weight" here.
-        validation.check_scalars(eps, offset, casting_mode,
-                                 True if elementwise_affine else None)
+        # Whether an offset has a weight to go with is checked at each call: patch_hf builds
+        # without a weight and assigns the original one.
+        validation.check_scalars(eps, offset, casting_mode, weight=True)
         self.hidden_size = hidden_size
         self.variance_epsilon = eps
         self.offset = offset

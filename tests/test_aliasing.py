@@ -68,6 +68,17 @@ def test_a_residual_updated_in_place_partially_overlapping_x_is_refused(device):
     assert_same_bits(b, before)  # refused before anything was written
 
 
+def test_the_compiled_in_place_route_refuses_the_same_overlap(device):
+    # torch.compile sends in-place calls through the rmsnorm::fwd_into op: it checks too.
+    torch._dynamo.reset()
+    step = torch.compile(lambda x, r: rmsnorm.fused_add_rms_norm(x, r, inplace=True),
+                         fullgraph=True)
+    b = randn((41, 64), torch.float32, device, seed_of("res-x-compiled"))
+    with torch.no_grad(), pytest.raises(ValueError, match="overlaps x; it may alias x"):
+        step(b[:40], b[1:])
+    torch._dynamo.reset()
+
+
 def test_a_residual_updated_in_place_may_be_x_itself(device):
     x = randn((40, 300), torch.bfloat16, device, seed_of("res-is-x"))
     w = weight_for(300, torch.bfloat16, device, seed_of("res-is-x"))

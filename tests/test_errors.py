@@ -142,9 +142,10 @@ def test_module_scalars_are_checked_when_it_is_built():
         rmsnorm.RMSNorm(8, eps=-1.0)
     with pytest.raises(ValueError, match="casting_mode must be one of"):
         rmsnorm.RMSNorm(8, casting_mode="bert")
-    with pytest.raises(ValueError, match="offset=1.0 is added to the weight, but weight is "
-                                         "None"):
-        rmsnorm.RMSNorm(8, offset=1.0, elementwise_affine=False)
+    with pytest.raises(ValueError, match="offset must be finite in fp32"):
+        rmsnorm.RMSNorm(8, offset=float("inf"))
+    with pytest.raises(TypeError, match="eps must be a real number"):
+        rmsnorm.GemmaRMSNorm(8, eps="1e-6")
 
 
 def test_residual_of_wrong_shape(x):
