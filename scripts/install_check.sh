@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# rmsnorm as a user installs it: a fresh venv outside the checkout, torch 2.13.0 (the CPU build,
+# which pip takes from local disk here) and triton 3.6.0, then `pip install` of a copy of the
+# checkout (not editable; numpy floats to the newest release). From outside the checkout it
+# imports the installed package, runs each console script with --help, runs rmsnorm-demo (no
+# GPU in that venv: Triton's interpreter) and the looped kernels against float64.
+# Quiet when it works (one line); the log and a FAILED line when it does not (exit 1).
+# Skipped, exit 0, with a message, where pip cannot install those (no network: the GPU
+# machine) or RMSNORM_SKIP_INSTALL_CHECK=1. Called by scripts/test.sh; pip's cache is reused.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SCRIPTS=(rmsnorm-bench rmsnorm-demo rmsnorm-sweep)
+t0=$SECONDS
+
+say() { echo "rmsnorm: install check: $*" >&2; }
+if [ "${RMSNORM_SKIP_INSTALL_CHECK:-0}" = 1 ]; then
+    say "SKIPPED (RMSNORM_SKIP_INSTALL_CHECK=1)"
+    exit 0
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/rmsnorm-install.XXXXXX")
+# Deleting a venv with torch takes tens of seconds on a slow disk: done in the background.
+trap 'rm -rf "$work" </dev/null >/dev/null 2>&1 &' EXIT
+venv=$work/venv log=$work/log src=$work/src
+skip() { say "SKIPPED: $*"; exit 0; }
+fail() { cat "$log" >&2; say "FAILED: $*"; exit 1; }
+pip() { "$venv/bin/python" -m pip --disable-pip-version-check "$@"; }
+
+python3 -m venv "$venv" >"$log" 2>&1 || skip "python3 cannot make a venv (no python3-venv?)"
+# Whether pip can install here at all: a dry run fails within seconds without a network.
+timeout 60 "$venv/bin/python" -m pip --disable-pip-version-check install --dry-run --quiet \
+    --timeout 10 --retries 0 --report "$work/plan.json" torch==2.13.0 triton==3.6.0 numpy \
+    >>"$log" 2>&1 || skip "pip cannot install torch 2.13.0, triton 3.6.0 and numpy here" \
+                          "(no network?)"
+# torch must be a CPU build or come from local disk: never a CUDA build of several GB.
+"$venv/bin/python" - "$work/plan.json" <<'EOF' || skip "no torch 2.13.0 CPU build on local disk"
+import json, sys
+torch = [i for i in json.load(open(sys.argv[1]))["install"] if i["metadata"]["name"] == "torch"]
+sys.exit(0 if torch and ("+cpu" in torch[0]["metadata"]["version"]
+                         or torch[0]["download_info"]["url"].startswith("file:")) else 1)
+EOF
+
+# The checkout's files as git sees them (tracked and new, not ignored: no .venv, no build/).
+mkdir "$src"
+if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+    (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
+         tar --null -T - --ignore-failed-read -cf - 2>>"$log") | tar -xf - -C "$src"
+else
+    tar -C "$ROOT" --exclude=./.git --exclude=./.venv --exclude=./build -cf - . |
+        tar -xf - -C "$src"
+fi
+# --no-compile: byte-compiling all of torch takes longer than anything the check runs.
+pip install --quiet --no-compile torch==2.13.0 triton==3.6.0 >>"$log" 2>&1 ||
+    fail "pip install torch==2.13.0 triton==3.6.0"
+pip install --quiet --no-compile "$src" >>"$log" 2>&1 || fail "pip install of the checkout"
+
+# From outside the checkout, with nothing of it on the path.
+cd "$work"
+run() { env -u PYTHONPATH -u TRITON_INTERPRET PATH="$venv/bin:$PATH" "$@"; }
+versions=$(run python - "$venv" <<'EOF' 2>>"$log"
+import os, sys
+import numpy, torch, triton
+import rmsnorm
+where = os.path.realpath(rmsnorm.__file__)
+if not where.startswith(os.path.realpath(sys.argv[1]) + os.sep):
+    sys.exit(f"rmsnorm imported from {where}, not from the venv")
+print(f"rmsnorm {rmsnorm.__version__}, numpy {numpy.__version__}, triton {triton.__version__},"
+      f" torch {torch.__version__}")
+EOF
+) || fail "import rmsnorm from the venv"
+for script in "${SCRIPTS[@]}"; do
+    [ "$(PATH="$venv/bin:$PATH" command -v "$script")" = "$venv/bin/$script" ] ||
+        fail "$script is not on PATH"
+    run "$script" --help >"$work/help" 2>>"$log" || fail "$script --help exited $?"
+    grep -q "^usage: $script" "$work/help" || { cat "$work/help" >>"$log"; fail "$script --help"; }
+done
+run rmsnorm-demo >>"$log" 2>&1 || fail "rmsnorm-demo exited $?"
+grep -q "^correctness: OK" "$log" || fail "rmsnorm-demo did not report correctness: OK"
+# The looped path (a loop over the row, its bound a kernel argument), forward and backward.
+run env TRITON_INTERPRET=1 python - >>"$log" 2>&1 <<'EOF' || fail "looped kernels vs float64"
+import torch
+import rmsnorm
+from rmsnorm import configs, ops, reference
+
+assert ops.INTERPRETED
+g = torch.Generator().manual_seed(0)
+x = torch.randn(5, 300, generator=g, requires_grad=True)
+w = (torch.randn(300, generator=g) * 0.5 + 1).requires_grad_()
+dy = torch.randn(5, 300, generator=g)
+with configs.max_tile(64):
+    y = rmsnorm.rms_norm(x, w)
+    got = (y, *torch.autograd.grad(y, (x, w), dy))
+x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+y64 = reference.float64_rms_norm(x64, w64)
+want = (y64, *torch.autograd.grad(y64, (x64, w64), dy.double()))
+for name, a, b in zip(("y", "dx", "dw"), got, want):
+    err = ((a.double() - b).norm() / b.norm()).item()
+    assert err < 1e-5, f"{name}: relative error {err:.3g} against float64"
+print("looped kernels: y, dx, dw within 1e-5 of float64")
+EOF
+say "OK in $((SECONDS - t0)) s: a fresh venv with $versions; ${SCRIPTS[*]} --help;" \
+    "rmsnorm-demo and the looped kernels on the CPU (Triton's interpreter)"
