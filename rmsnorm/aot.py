@@ -211,7 +211,9 @@ def _compile_to(args):
     os.environ["TRITON_DISABLE_LINE_INFO"] = "1"
     result = compile_one(spec, arch)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    # Temporary names of this process's own: two builds sharing a cache may compile the same
+    # entry at once, and each must rename only its own files (the results are the same).
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
     tmp.with_suffix(".cubin").write_bytes(result.pop("cubin"))
     tmp.with_suffix(".ptx").write_text(result.pop("ptx"))
     tmp.write_text(json.dumps(result))

@@ -3,6 +3,7 @@ embedded with `.incbin`, and the C++ tables that index them (cpp/src/kernel_tabl
 them). Files are rewritten only when their content changes, so a rebuild recompiles nothing."""
 
 import json
+import os
 import pathlib
 
 from rmsnorm import configs
@@ -12,7 +13,10 @@ def _write_if_changed(path, data):
     path = pathlib.Path(path)
     data = data.encode() if isinstance(data, str) else data
     if not path.exists() or path.read_bytes() != data:
-        path.write_bytes(data)
+        # Whole or not at all: a compiler (or another run) reading it never sees half a file.
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
 
 
 def _blob(entries, read):
