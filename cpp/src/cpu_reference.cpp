@@ -145,24 +145,26 @@ extern "C" {
 
 rmsnorm_status rmsnorm_cpu_forward(const rmsnorm_forward_args* args) {
     using namespace rmsnorm::detail;
-    const rmsnorm_status status = validate(args);
+    rmsnorm_forward_args a;
+    const rmsnorm_status status = validate(args, &a);
     if (status != RMSNORM_SUCCESS) return status;
-    if (args->accumulation == RMSNORM_ACCUMULATE_F64) {
-        forward_rows<double>(*args);
+    if (a.accumulation == RMSNORM_ACCUMULATE_F64) {
+        forward_rows<double>(a);
     } else {
-        forward_rows<float>(*args);
+        forward_rows<float>(a);
     }
     return succeed();
 }
 
 rmsnorm_status rmsnorm_cpu_backward(const rmsnorm_backward_args* args) {
     using namespace rmsnorm::detail;
-    const rmsnorm_status status = validate(args);
+    rmsnorm_backward_args a;
+    const rmsnorm_status status = validate(args, &a);
     if (status != RMSNORM_SUCCESS) return status;
-    if (args->accumulation == RMSNORM_ACCUMULATE_F64) {
-        backward_rows<double>(*args);
+    if (a.accumulation == RMSNORM_ACCUMULATE_F64) {
+        backward_rows<double>(a);
     } else {
-        backward_rows<float>(*args);
+        backward_rows<float>(a);
     }
     return succeed();
 }

@@ -1,6 +1,9 @@
 #include "errors.hpp"
 
+#include <type_traits>
 #include <utility>
+
+#include "enum_value.hpp"
 
 namespace rmsnorm::detail {
 namespace {
@@ -26,18 +29,20 @@ rmsnorm_status succeed() {
 extern "C" {
 
 const char* rmsnorm_status_string(rmsnorm_status status) {
-    switch (status) {
-        case RMSNORM_SUCCESS:
+    // A C caller may pass any int: read it as one (enum_value.hpp).
+    using Value = std::underlying_type_t<rmsnorm_status>;
+    switch (rmsnorm::detail::enum_value(status)) {
+        case Value{RMSNORM_SUCCESS}:
             return "success";
-        case RMSNORM_ERROR_INVALID_ARGUMENT:
+        case Value{RMSNORM_ERROR_INVALID_ARGUMENT}:
             return "invalid argument";
-        case RMSNORM_ERROR_NOT_IMPLEMENTED:
+        case Value{RMSNORM_ERROR_NOT_IMPLEMENTED}:
             return "not implemented";
-        case RMSNORM_ERROR_NO_GPU:
+        case Value{RMSNORM_ERROR_NO_GPU}:
             return "no GPU";
-        case RMSNORM_ERROR_CUDA:
+        case Value{RMSNORM_ERROR_CUDA}:
             return "CUDA error";
-        case RMSNORM_ERROR_UNSUPPORTED:
+        case Value{RMSNORM_ERROR_UNSUPPORTED}:
             return "unsupported";
     }
     return "unknown status";

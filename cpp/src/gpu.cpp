@@ -174,14 +174,11 @@ int64_t row_stride(int64_t stride, const Args& args) {
 }
 
 rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool fused) {
-    if (args != nullptr && args->struct_size == sizeof(rmsnorm_forward_args)) {
-        const rmsnorm_status s =
-            check_weight_dtype(args->weight, args->weight_dtype, args->x.dtype);
-        if (s != RMSNORM_SUCCESS) return s;
-    }
-    rmsnorm_status s = validate(args);
+    rmsnorm_forward_args a;
+    rmsnorm_status s = read_args(args, &a);
     if (s != RMSNORM_SUCCESS) return s;
-    const rmsnorm_forward_args& a = *args;
+    if ((s = check_weight_dtype(a.weight, a.weight_dtype, a.x.dtype)) != RMSNORM_SUCCESS) return s;
+    if ((s = validate(a)) != RMSNORM_SUCCESS) return s;
     if (fused != (a.residual.data != nullptr)) {
         return invalid(fused ? "residual.data is NULL; rmsnorm_fused_add_forward adds it"
                              : "residual.data is set; use rmsnorm_fused_add_forward");
@@ -248,12 +245,11 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     return succeed();
 }
 
-// The backward's kernel for these args on the current device (shared by the workspace query
-// and the launch, so that both see the same grid).
+// The backward's kernel for validated args on the current device (shared by the workspace
+// query and the launch, so that both see the same grid).
 rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const void* workspace,
                              Context& c, KernelKey& key, const KernelImage** image) {
-    rmsnorm_status s = validate(&a);
-    if (s != RMSNORM_SUCCESS) return s;
+    rmsnorm_status s = RMSNORM_SUCCESS;
     if (fused != (a.dresidual.data != nullptr)) {
         return invalid(fused ? "dresidual.data is NULL; rmsnorm_fused_add_backward adds it"
                              : "dresidual.data is set; use rmsnorm_fused_add_backward");
@@ -299,13 +295,13 @@ size_t workspace_bytes_of(const rmsnorm_backward_args& a, const KernelImage& ima
 
 rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size_t workspace_bytes,
                         CUstream stream, bool fused) {
-    if (args == nullptr) return invalid("args is NULL");
-    const rmsnorm_backward_args& a = *args;
+    rmsnorm_backward_args a;
+    rmsnorm_status s = validate(args, &a);
+    if (s != RMSNORM_SUCCESS) return s;
     Context c{};
     KernelKey key{};
     const KernelImage* image = nullptr;
-    rmsnorm_status s = backward_plan(a, fused, workspace, c, key, &image);
-    if (s != RMSNORM_SUCCESS) return s;
+    if ((s = backward_plan(a, fused, workspace, c, key, &image)) != RMSNORM_SUCCESS) return s;
     if (a.rows == 0) {
         // No rows: dw is a sum over nothing.
         if (a.dw == nullptr) return succeed();
@@ -320,6 +316,7 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
                        (workspace == nullptr ? " (NULL)" : "") + "; these args need " +
                        std::to_string(need) + " (rmsnorm_backward_workspace_size)");
     }
+    if ((s = check_workspace(a, workspace, need)) != RMSNORM_SUCCESS) return s;
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
     const int64_t grid = grid_of(*k.image, a.rows, c.device->sm_count);
@@ -374,16 +371,18 @@ rmsnorm_status rmsnorm_fused_add_forward(const rmsnorm_forward_args* args, CUstr
 rmsnorm_status rmsnorm_backward_workspace_size(const rmsnorm_backward_args* args, size_t* bytes) {
     using namespace rmsnorm::detail;
     if (bytes == nullptr) return invalid("bytes is NULL");
-    if (args == nullptr) return invalid("args is NULL");
+    rmsnorm_backward_args a;
+    rmsnorm_status s = validate(args, &a);
+    if (s != RMSNORM_SUCCESS) return s;
     Context c{};
     KernelKey key{};
     const KernelImage* image = nullptr;
     // The workspace's alignment does not change the grid: plan as if it were aligned.
     static const float kAligned[4] __attribute__((aligned(16))) = {};
-    const rmsnorm_status s =
-        backward_plan(*args, args->dresidual.data != nullptr, kAligned, c, key, &image);
-    if (s != RMSNORM_SUCCESS) return s;
-    *bytes = workspace_bytes_of(*args, *image, *c.device);
+    if ((s = backward_plan(a, a.dresidual.data != nullptr, kAligned, c, key, &image)) !=
+        RMSNORM_SUCCESS)
+        return s;
+    *bytes = workspace_bytes_of(a, *image, *c.device);
     return succeed();
 }
 

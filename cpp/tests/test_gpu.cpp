@@ -1337,6 +1337,37 @@ TEST_F(GpuBackward, TooSmallAWorkspaceIsRefusedNamingIt) {
     }
 }
 
+TEST_F(GpuBackward, AWorkspaceOverlappingAnArgumentIsRefusedNamingBoth) {
+    // The kernels write the workspace: over an input it would corrupt what they read, over an
+    // output what they wrote.
+    size_t need = 0;
+    ASSERT_EQ(rmsnorm_backward_workspace_size(&args, &need), RMSNORM_SUCCESS)
+        << rmsnorm_last_error();
+    ASSERT_GT(need, 0u);
+    DeviceBuffer big(need + x_->host().bytes().size());
+    struct Over {
+        const char* name;
+        std::function<void(void*)> place;  // puts the argument at the workspace's start
+    };
+    const rmsnorm_backward_args base = args;
+    for (const Over& over : {Over{"dx", [&](void* p) { args.dx.data = p; }},
+                             Over{"x", [&](void* p) { args.x.data = p; }},
+                             Over{"dw", [&](void* p) { args.dw = p; }}}) {
+        SCOPED_TRACE(over.name);
+        args = base;
+        over.place(big.get());
+        dw_->poison(stream().get());
+        const rmsnorm_status status = rmsnorm_backward(&args, big.get(), need, stream().cu());
+        EXPECT_EQ(status, RMSNORM_ERROR_INVALID_ARGUMENT) << rmsnorm_last_error();
+        EXPECT_NE(
+            std::string(rmsnorm_last_error()).find(std::string("workspace overlaps ") + over.name),
+            std::string::npos)
+            << rmsnorm_last_error();
+        EXPECT_TRUE(all_poison(dw_->download(stream().get())));  // nothing launched
+    }
+    args = base;
+}
+
 TEST_F(GpuBackward, NoRowsZeroesDwAndWritesNothingElse) {
     for (const bool fused : {false, true}) {
         SCOPED_TRACE(fused ? "rmsnorm_fused_add_backward" : "rmsnorm_backward");
@@ -1413,7 +1444,7 @@ class GpuRefuses : public GpuTest {
  protected:
     static constexpr int64_t kRows = 2, kN = 32;
     // Made in SetUp, once there is a GPU; big enough for the arguments' rows.
-    std::optional<DeviceBuffer> a_, b_, c_, r_;
+    std::optional<DeviceBuffer> a_, b_, c_, d_, r_;
     rmsnorm_forward_args fwd = rmsnorm::forward_args();
     rmsnorm_backward_args bwd = rmsnorm::backward_args();
 
@@ -1423,6 +1454,7 @@ class GpuRefuses : public GpuTest {
         a_.emplace(4096);
         b_.emplace(4096);
         c_.emplace(4096);
+        d_.emplace(4096);
         r_.emplace(64);
         fwd.rows = kRows;
         fwd.n = kN;
@@ -1445,6 +1477,10 @@ class GpuRefuses : public GpuTest {
     void* a() const { return a_->get(); }
     void* b() const { return b_->get(); }
     void* c() const { return c_->get(); }
+    void* d() const { return d_->get(); }
+    // k TiB: addresses for arguments too large to allocate, 1 TiB apart so that their byte
+    // ranges never meet; the calls are refused before any launch could read them.
+    static void* far(int k) { return reinterpret_cast<void*>(static_cast<uintptr_t>(k) << 40); }
     static void refused(rmsnorm_status got, rmsnorm_status want, const std::string& needle) {
         EXPECT_EQ(got, want) << rmsnorm_status_string(got) << ": " << rmsnorm_last_error();
         EXPECT_NE(std::string(rmsnorm_last_error()).find(needle), std::string::npos)
@@ -1465,7 +1501,7 @@ class GpuRefuses : public GpuTest {
 TEST_F(GpuRefuses, AWeightOfAnotherDtypeAsUnsupported) {
     // x bf16, weight f32: the kernels take one dtype (the Python package mixes them). The
     // weight is named in both modes, also in llama mode, where the contract promotes y to f32.
-    fwd.weight = c();
+    fwd.weight = d();
     fwd.weight_dtype = RMSNORM_F32;
     fwd.casting_mode = RMSNORM_GEMMA;
     refused(forward(), RMSNORM_ERROR_UNSUPPORTED, "weight_dtype");
@@ -1478,7 +1514,7 @@ TEST_F(GpuRefuses, AWeightOfAnotherDtypeAsUnsupported) {
     fwd.y.dtype = RMSNORM_F32;
     refused(forward(), RMSNORM_ERROR_UNSUPPORTED, "weight_dtype");
 
-    bwd.weight = c();
+    bwd.weight = d();
     bwd.weight_dtype = RMSNORM_F32;
     refused(backward(), RMSNORM_ERROR_UNSUPPORTED, "weight_dtype");
     refused(workspace_size(), RMSNORM_ERROR_UNSUPPORTED, "weight_dtype");
@@ -1499,24 +1535,33 @@ TEST_F(GpuRefuses, UnknownLaunchFlagsAsInvalid) {
 }
 
 TEST_F(GpuRefuses, RowStridesOf2To31ElementsAsUnsupported) {
-    // The kernels take 32-bit strides, as Triton's JIT passes them.
+    // The kernels take 32-bit strides, as Triton's JIT passes them. Rows 4 GiB apart: each
+    // argument at an address of its own (far), so that none overlaps another.
     const int64_t huge = int64_t{1} << 31;
-    fwd.x.stride = huge;
+    fwd.x = rmsnorm_rows{far(1), huge, RMSNORM_BF16};
+    fwd.y = rmsnorm_rows{far(2), kN, RMSNORM_BF16};
     refused(forward(), RMSNORM_ERROR_UNSUPPORTED, "x.stride is 2147483648");
     fwd.x.stride = kN;
     fwd.y.stride = huge;
     refused(forward(), RMSNORM_ERROR_UNSUPPORTED, "y.stride is 2147483648");
     fwd.y.stride = kN;
-    fwd.residual = fwd.residual_out = rmsnorm_rows{c(), huge, RMSNORM_BF16};
+    fwd.residual = fwd.residual_out = rmsnorm_rows{far(3), huge, RMSNORM_BF16};
     refused(fused_forward(), RMSNORM_ERROR_UNSUPPORTED, "residual.stride is 2147483648");
-    bwd.dx.stride = huge;
+    bwd.dy = rmsnorm_rows{far(1), kN, RMSNORM_BF16};
+    bwd.x = rmsnorm_rows{far(2), kN, RMSNORM_BF16};
+    bwd.dx = rmsnorm_rows{far(3), huge, RMSNORM_BF16};
     refused(backward(), RMSNORM_ERROR_UNSUPPORTED, "dx.stride is 2147483648");
     refused(workspace_size(), RMSNORM_ERROR_UNSUPPORTED, "dx.stride is 2147483648");
 }
 
 TEST_F(GpuRefuses, BackwardsOf2To31RowsAsUnsupported) {
-    // One launch and one set of dw partials (the forward splits such calls).
+    // One launch and one set of dw partials (the forward splits such calls). 128 GiB per
+    // argument: at addresses far apart.
     bwd.rows = int64_t{1} << 31;
+    bwd.dy.data = far(1);
+    bwd.x.data = far(2);
+    bwd.dx.data = far(3);
+    bwd.rstd = static_cast<const float*>(far(4));
     refused(backward(), RMSNORM_ERROR_UNSUPPORTED, "rows is 2147483648");
     refused(workspace_size(), RMSNORM_ERROR_UNSUPPORTED, "rows is 2147483648");
 }
@@ -1534,14 +1579,56 @@ TEST_F(GpuRefuses, TheFusedAddsArgumentsOnThePlainEntryPointsAndTheirAbsence) {
 }
 
 TEST_F(GpuRefuses, RowsOf2To31ElementsAsUnsupported) {
-    // Validation refuses it before anything touches the (small) buffers.
+    // Refused before any launch: 4 GiB rows at addresses far apart, never read.
     fwd.n = int64_t{1} << 31;
     fwd.rows = 1;
+    fwd.x.data = far(1);
+    fwd.y.data = far(2);
     refused(forward(), RMSNORM_ERROR_UNSUPPORTED, "n is 2147483648");
     bwd.n = int64_t{1} << 31;
     bwd.rows = 1;
+    bwd.dy.data = far(1);
+    bwd.x.data = far(2);
+    bwd.dx.data = far(3);
     refused(backward(), RMSNORM_ERROR_UNSUPPORTED, "n is 2147483648");
     refused(workspace_size(), RMSNORM_ERROR_UNSUPPORTED, "n is 2147483648");
+}
+
+TEST_F(GpuRefuses, TheSharedValidationsErrorsAsInvalidBeforeAnyLaunch) {
+    // What validate.cpp refuses for every entry point (test_validation.cpp has each rule),
+    // here with a GPU and a current context: refused first, nothing launched (TearDown).
+    // Overlaps: y partly over x, interleaved rows, dw over dx.
+    fwd.y = rmsnorm_rows{static_cast<unsigned char*>(a()) + 2, kN, RMSNORM_BF16};
+    refused(forward(), RMSNORM_ERROR_INVALID_ARGUMENT, "y overlaps x");
+    fwd.x = rmsnorm_rows{a(), 2 * kN, RMSNORM_BF16};
+    fwd.y = rmsnorm_rows{static_cast<unsigned char*>(a()) + 2 * kN, 2 * kN, RMSNORM_BF16};
+    refused(forward(), RMSNORM_ERROR_INVALID_ARGUMENT, "interleaved rows are refused too");
+    fwd.x = rmsnorm_rows{a(), kN, RMSNORM_BF16};
+    fwd.y = rmsnorm_rows{b(), kN, RMSNORM_BF16};
+    fwd.residual = rmsnorm_rows{c(), kN, RMSNORM_BF16};
+    fwd.residual_out = fwd.x;
+    refused(fused_forward(), RMSNORM_ERROR_INVALID_ARGUMENT, "residual_out overlaps x");
+    fwd.residual = fwd.residual_out = rmsnorm_rows{};
+    bwd.weight = d();
+    bwd.weight_dtype = RMSNORM_BF16;
+    bwd.dw = c();
+    refused(backward(), RMSNORM_ERROR_INVALID_ARGUMENT, "dx overlaps dw");
+    refused(workspace_size(), RMSNORM_ERROR_INVALID_ARGUMENT, "dx overlaps dw");
+    bwd.dw = nullptr;
+    // Byte offsets beyond int64: invalid, whatever the GPU's own limits.
+    fwd.x.stride = int64_t{1} << 62;
+    refused(forward(), RMSNORM_ERROR_INVALID_ARGUMENT, "x.stride is 4611686018427387904");
+    fwd.x.stride = kN;
+    bwd.dy.stride = INT64_MAX;
+    refused(backward(), RMSNORM_ERROR_INVALID_ARGUMENT, "dy.stride is 9223372036854775807");
+    bwd.dy.stride = kN;
+    // A weight dtype that is no dtype: invalid, not a dtype the kernels lack.
+    fwd.weight = d();
+    std::memset(&fwd.weight_dtype, 0x7F, sizeof fwd.weight_dtype);  // as a C caller may store
+    refused(forward(), RMSNORM_ERROR_INVALID_ARGUMENT, "weight_dtype is ");
+    EXPECT_NE(std::string(rmsnorm_last_error()).find("not an rmsnorm_dtype value"),
+              std::string::npos)
+        << rmsnorm_last_error();
 }
 
 TEST_F(GpuRefuses, Fp64AccumulationWhichIsTheCpuReferences) {

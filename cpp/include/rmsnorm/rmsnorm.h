@@ -19,7 +19,19 @@
  * The CPU reference (rmsnorm_cpu_*) computes the same contract on host memory.
  *
  * Errors: every function returns an rmsnorm_status; on failure rmsnorm_last_error() returns a
- * message naming the argument at fault (thread-local, valid until the thread's next call). */
+ * message naming the argument at fault (thread-local, valid until the thread's next call).
+ * Every entry point validates its arguments the same way before anything else (the GPU ones
+ * before they look for a GPU): RMSNORM_ERROR_INVALID_ARGUMENT for, among others, an enum field
+ * holding no enumerator's value, bytes beyond int64 or the address space, and overlaps.
+ *
+ * Memory: an argument covers the bytes from its data pointer to its last element:
+ * (rows - 1) * stride + n elements for rows (n for a single row, whose stride is never used),
+ * n elements for weight and dw, `rows` floats for rstd; they must lie within 2^63 - 1 bytes of
+ * the pointer and within the address space. An output (y, residual_out, rstd; dx, dw, and the
+ * backward's workspace) shares no byte with any other argument, except as exactly the same rows
+ * (the same data, stride and dtype) where the contract allows it: y may be x, residual_out may
+ * be residual (in place), dx may be dy. Byte ranges are compared, not elements: rows of two
+ * arguments interleaved at a common stride are refused too. Inputs may share memory. */
 #ifndef RMSNORM_RMSNORM_H
 #define RMSNORM_RMSNORM_H
 
@@ -81,7 +93,7 @@ typedef enum rmsnorm_accumulation {
  * are contiguous. */
 typedef struct rmsnorm_rows {
     void* data;
-    int64_t stride;
+    int64_t stride; /* elements; >= 0 for inputs (0: one row read as every row), >= n for outputs */
     rmsnorm_dtype dtype;
 } rmsnorm_rows;
 
@@ -143,8 +155,8 @@ RMSNORM_API rmsnorm_status rmsnorm_fused_add_forward(const rmsnorm_forward_args*
 
 /* Backward. dw (when wanted) needs a workspace of fp32 partial sums: its size in bytes for
  * these args on the current device is given by rmsnorm_backward_workspace_size (0 when dw is
- * NULL). Pass memory of at least that size, 16-byte aligned for the vectorised kernels; it
- * may be reused once the stream has passed the call.
+ * NULL). Pass memory of at least that size, 16-byte aligned for the vectorised kernels and
+ * apart from every argument; it may be reused once the stream has passed the call.
  * rmsnorm_backward: dresidual.data must be NULL.
  * rmsnorm_fused_add_backward: dx = the gradient of both x and residual, with dresidual the
  * gradient reaching residual_out (dresidual.data must be set). */
