@@ -1,6 +1,7 @@
 # The AOT step: python -m rmsnorm.aot compiles every kernel specialization for
 # RMSNORM_CUDA_ARCHS into ${RMSNORM_AOT_DIR} and generates kernels.cpp, which embeds them.
-# Sets RMSNORM_AOT_SOURCE and RMSNORM_CUDA_INCLUDE.
+# Sets RMSNORM_AOT_SOURCE and RMSNORM_CUDA_INCLUDE, and defines the target rmsnorm_aot, which
+# runs the step: whatever compiles kernels.cpp depends on it.
 
 find_path(RMSNORM_CUDA_INCLUDE cuda.h
           HINTS $ENV{CUDA_HOME}/include $ENV{CUDA_PATH}/include /usr/local/cuda/include)
@@ -23,6 +24,50 @@ if(NOT _rmsnorm_probe EQUAL 0)
     message(FATAL_ERROR "rmsnorm: ${_rmsnorm_python} cannot import triton and rmsnorm.aot "
                         "(set RMSNORM_PYTHON, or -DRMSNORM_GPU=OFF):\n${_rmsnorm_probe_err}")
 endif()
+
+# Each arch costs a full AOT pass (minutes): by default build the local GPUs' archs alone,
+# where a GPU is visible (nvidia-smi, else torch in that Python), and the whole list elsewhere.
+# Decided on the first configure; the cache keeps it.
+set(_rmsnorm_all_archs 80 89 90 100)
+if(NOT DEFINED CACHE{RMSNORM_CUDA_ARCHS})
+    set(_rmsnorm_local_archs)
+    find_program(_rmsnorm_nvidia_smi nvidia-smi)
+    if(_rmsnorm_nvidia_smi)
+        execute_process(
+            COMMAND ${_rmsnorm_nvidia_smi} --query-gpu=compute_cap --format=csv,noheader
+            RESULT_VARIABLE _rmsnorm_rc OUTPUT_VARIABLE _rmsnorm_caps ERROR_QUIET TIMEOUT 30)
+        if(_rmsnorm_rc EQUAL 0)
+            string(REGEX MATCHALL "[0-9]+\\.[0-9]" _rmsnorm_caps "${_rmsnorm_caps}")
+            string(REPLACE "." "" _rmsnorm_local_archs "${_rmsnorm_caps}")
+        endif()
+    endif()
+    if(NOT _rmsnorm_local_archs)
+        execute_process(
+            COMMAND ${_rmsnorm_python} -c
+                    "import torch; c = torch.cuda; print(*{'%d%d' % c.get_device_capability(i) for i in range(c.device_count())})"
+            RESULT_VARIABLE _rmsnorm_rc OUTPUT_VARIABLE _rmsnorm_caps ERROR_QUIET TIMEOUT 60)
+        if(_rmsnorm_rc EQUAL 0)
+            string(REGEX MATCHALL "[0-9]+" _rmsnorm_local_archs "${_rmsnorm_caps}")
+        endif()
+    endif()
+    list(REMOVE_DUPLICATES _rmsnorm_local_archs)
+    list(SORT _rmsnorm_local_archs COMPARE NATURAL)
+    if(_rmsnorm_local_archs)
+        string(CONCAT _rmsnorm_why ": the local GPU's arch (RMSNORM_CUDA_ARCHS chooses others, "
+                                   "e.g. \"80;89;90;100\")")
+        set(_rmsnorm_default ${_rmsnorm_local_archs})
+    else()
+        string(CONCAT _rmsnorm_why ": no GPU visible, so the whole default list, a full AOT "
+                                   "pass per arch (-DRMSNORM_CUDA_ARCHS=90 builds one)")
+        set(_rmsnorm_default ${_rmsnorm_all_archs})
+    endif()
+    set(RMSNORM_CUDA_ARCHS "${_rmsnorm_default}" CACHE STRING
+        "GPU archs (compute capability x 10) to compile the kernels for; sm_80 also brings PTX for newer GPUs")
+else()
+    set(_rmsnorm_why " (RMSNORM_CUDA_ARCHS)")
+endif()
+string(REPLACE ";" ", sm_" _rmsnorm_list "${RMSNORM_CUDA_ARCHS}")
+message(STATUS "rmsnorm: kernels for sm_${_rmsnorm_list}${_rmsnorm_why}")
 
 set(RMSNORM_AOT_DIR ${CMAKE_CURRENT_BINARY_DIR}/aot)
 set(RMSNORM_AOT_SOURCE ${RMSNORM_AOT_DIR}/kernels.cpp)
