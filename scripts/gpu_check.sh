@@ -3,11 +3,12 @@
 # time limit. Logs, JSON and the tables go to $OUT; a short summary is printed last.
 #   scripts/gpu_check.sh [tests] [sweep] [bench] [bench_more] [bench_bwd] [overhead] [demo]
 #                        [cpp] [cbench] [sanitize]
-#   (default: tests bench). cpp: librmsnorm's build, ctest, the example and the Python tests
-#   of the library (test_clib, test_backend); cbench: rmsnorm-bench $CBENCH_ARGS (default: the
-#   forward, fused add and backward sweeps, bf16) and its --overhead; sanitize: the C++ GPU
-#   tests under compute-sanitizer memcheck and racecheck. Arguments of the python tools: SWEEP_ARGS, BENCH_ARGS,
-#   BENCH_MORE_ARGS, BENCH_BWD_ARGS (default: backward and forward+backward, bf16, against
+#   (default: tests bench). cpp: librmsnorm's build, ctest, the example, the CPU suite under
+#   ASan/UBSan (scripts/test_cpp.sh) and the Python tests of the library (test_clib,
+#   test_backend); cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default: the forward, fused add and
+#   backward sweeps, bf16) and its --overhead; sanitize: the C++ GPU tests under
+#   compute-sanitizer memcheck and racecheck. Arguments of the python tools: SWEEP_ARGS,
+#   BENCH_ARGS, BENCH_MORE_ARGS, BENCH_BWD_ARGS (default: backward and forward+backward, bf16, against
 #   torch eager and torch.compile); limits in seconds: TEST_TIMEOUT, SWEEP_TIMEOUT,
 #   BENCH_TIMEOUT (each bench step).
 # $OUT gets at most 8 files: run.log (the tools' stderr, with every row as it is measured),
@@ -65,11 +66,11 @@ for step in $steps; do
         cpp) { bash scripts/test_cpp.sh && python3 -m pytest -q -p no:cacheprovider \
                    tests/test_clib.py tests/test_backend.py; } >"$OUT/cpp.log" 2>&1
              summary+=("cpp ($((SECONDS - t0)) s): $(grep -E "tests passed|tests failed" \
-                       "$OUT/cpp.log" | tail -n 1); $(grep -E "^(OK|MISMATCH)|no GPU" \
+                       "$OUT/cpp.log" | tr -s ' \n' ' '); $(grep -E "^(OK|MISMATCH)|no GPU" \
                        "$OUT/cpp.log"); $(tail -n 1 "$OUT/cpp.log")") ;;
-        cbench) { timeout "${BENCH_TIMEOUT:-300}" build/cpp/bench/rmsnorm-bench \
+        cbench) { timeout "${BENCH_TIMEOUT:-300}" build/cpp/bench/rmsnorm-cpp-bench \
                       ${CBENCH_ARGS:---op fwd add bwd} --json "$OUT/cbench.json" &&
-                  build/cpp/bench/rmsnorm-bench --overhead; } >"$step_out" 2>>"$log"
+                  build/cpp/bench/rmsnorm-cpp-bench --overhead; } >"$step_out" 2>>"$log"
                 rc=$?; add_table cbench ;;
         sanitize) for tool in memcheck racecheck; do
                       timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool \

@@ -143,17 +143,17 @@ Options parse_options(int argc, const char* const* argv) {
 }
 
 std::string usage_text() {
-    return R"(usage: rmsnorm-bench [--op OP...] [--dtype DTYPE...] [--shapes MxN...]
-                     [--mode llama|gemma] [--warmup MS] [--rep MS] [--device N]
-                     [--json PATH] [--overhead [--calls N] [--sync-every N]]
+    return R"(usage: rmsnorm-cpp-bench [--op OP...] [--dtype DTYPE...] [--shapes MxN...]
+                         [--mode llama|gemma] [--warmup MS] [--rep MS] [--device N]
+                         [--json PATH] [--overhead [--calls N] [--sync-every N]]
 
 librmsnorm's GPU kernels, through its C API, against the same-bytes copy ceiling: measured as
 python -m rmsnorm.bench measures the Python package, so that rows of both compare directly.
 
-    rmsnorm-bench                                  # fwd and add, bf16, the Python bench's shapes
-    rmsnorm-bench --op bwd --dtype bf16 fp16 fp32 --json c.json
-    rmsnorm-bench --op fwd --shapes 16384x4096 1024x65536
-    rmsnorm-bench --overhead                       # host microseconds per call, 1x4096 bf16
+    rmsnorm-cpp-bench                     # fwd and add, bf16, the Python bench's shapes
+    rmsnorm-cpp-bench --op bwd --dtype bf16 fp16 fp32 --json c.json
+    rmsnorm-cpp-bench --op fwd --shapes 16384x4096 1024x65536
+    rmsnorm-cpp-bench --overhead          # host microseconds per call, 1x4096 bf16
 
 Every figure is the median over repeats of CUDA-event-timed calls on one stream, L2 flushed
 (a cudaMemsetAsync of 256 MiB or more) before each repeat, after a warm-up: the method of

@@ -38,7 +38,7 @@ DeviceInfo open_device(int index) {
     // cudaErrorNoDevice; either way there is nothing to time.
     if (code != cudaSuccess || count == 0) {
         throw NoGpu(
-            "no CUDA GPU, nothing to measure: rmsnorm-bench times librmsnorm's kernels "
+            "no CUDA GPU, nothing to measure: rmsnorm-cpp-bench times librmsnorm's kernels "
             "on a GPU (" +
             no_gpu_reason(code) + ")");
     }

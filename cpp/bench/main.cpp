@@ -1,4 +1,4 @@
-// rmsnorm-bench: librmsnorm's GPU kernels against the same-bytes copy ceiling, or their host
+// rmsnorm-cpp-bench: librmsnorm's GPU kernels against the same-bytes copy ceiling, or their host
 // launch cost (--overhead). See usage_text() in cli.cpp, or run with --help.
 #include <exception>
 #include <iostream>
@@ -33,7 +33,7 @@ std::string progress_line(const Row& row) {
 
 int run(const Options& options) {
     const RunInfo info{open_device(options.device), options.casting_mode};
-    std::cerr << "rmsnorm-bench: " << info.device.name
+    std::cerr << "rmsnorm-cpp-bench: " << info.device.name
               << ", librmsnorm kernels: " << info.device.kernels << ", CUDA runtime "
               << info.device.cuda_runtime << ", driver " << info.device.cuda_driver << "\n";
     const Stream stream;
@@ -69,17 +69,17 @@ int main(int argc, char** argv) {
         }
         return run(options);
     } catch (const UsageError& e) {
-        std::cerr << "rmsnorm-bench: " << e.what() << " (see rmsnorm-bench --help)\n";
+        std::cerr << "rmsnorm-cpp-bench: " << e.what() << " (see rmsnorm-cpp-bench --help)\n";
         return kUsage;
     } catch (const NoGpu& e) {
-        std::cerr << "rmsnorm-bench: " << e.what() << "\n";
+        std::cerr << "rmsnorm-cpp-bench: " << e.what() << "\n";
         return kNoGpu;
     } catch (const rmsnorm::Error& e) {
         // The library's status and rmsnorm_last_error(), as rmsnorm::check composed them.
-        std::cerr << "rmsnorm-bench: librmsnorm failed: " << e.what() << "\n";
+        std::cerr << "rmsnorm-cpp-bench: librmsnorm failed: " << e.what() << "\n";
         return e.status() == RMSNORM_ERROR_NO_GPU ? kNoGpu : kFailed;
     } catch (const std::exception& e) {
-        std::cerr << "rmsnorm-bench: " << e.what() << "\n";
+        std::cerr << "rmsnorm-cpp-bench: " << e.what() << "\n";
         return kFailed;
     }
 }
