@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Builds librmsnorm (cpp/: the AOT-compiled kernels, the library, rmsnorm-bench) and runs its
-# GoogleTest suite through CTest. The AOT step compiles the kernels for $RMSNORM_CUDA_ARCHS
-# (default 90: the CI's arch and the H200's; the library's own default is 80;89;90;100) with
-# the project's Python ($PY of scripts/env.sh). GoogleTest comes from Debian's libgtest-dev:
+# Builds librmsnorm (cpp/: the AOT-compiled kernels, the library, rmsnorm-cpp-bench) and runs its
+# GoogleTest suite through CTest, then the example against the installed library, then the
+# suite again in a sanitizer build (AddressSanitizer and UndefinedBehaviorSanitizer, any report
+# a failure; without the GPU kernels: the CPU reference, validation and the GPU entry points'
+# refusals, seconds; RMSNORM_CPP_SANITIZE=0 skips it). The AOT step compiles the kernels
+# for $RMSNORM_CUDA_ARCHS (default 90: the CI's arch and the H200's) with the project's Python
+# ($PY of scripts/env.sh). Build folders: $RMSNORM_CPP_BUILD (default build/cpp) and, for the
+# sanitizers, $RMSNORM_CPP_BUILD-sanitize. GoogleTest comes from Debian's libgtest-dev:
 # installed here on first use where apt-get can (CI); where it cannot (a machine without
 # network or root), the library is still built, the C++ tests are reported as skipped,
 # loudly, and the exit status is 0.
@@ -20,7 +24,7 @@ if ! command -v cmake >/dev/null; then
 fi
 # Debian's mirror answering within seconds is the sign apt can work (the GPU machine has no
 # network: it would wait on apt's timeouts); a failed install is not retried (the marker).
-marker="$ROOT/build/.gtest-install-failed"
+marker="$(dirname "$BUILD")/.gtest-install-failed"
 mirror_reachable() {
     local url host port
     url=$(grep -hE '^[[:space:]]*(deb|URIs:)' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
@@ -68,3 +72,18 @@ RMSNORM_CPP_BUILD=$BUILD bash "$ROOT/scripts/example.sh"
 # CTest's summary, and the tests it skipped (the GPU's, on a machine without one).
 grep -E "tests passed|tests failed|\(Skipped\)" "$log" | sed -E 's/^[[:space:]]+/  /' |
     awk '/Skipped/ {n++; if (n > 3) next} {print} END {if (n > 3) print "  ... " n " skipped in all"}'
+
+# Undefined behaviour passes ordinary tests unseen: the same suite with the sanitizers.
+if [ "${RMSNORM_CPP_SANITIZE:-1}" != 0 ]; then
+    san="$BUILD-sanitize"
+    san_log="$san.log"
+    if ! { cmake -S "$ROOT/cpp" -B "$san" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug \
+               -DRMSNORM_GPU=OFF -DRMSNORM_BUILD_TESTS=ON -DRMSNORM_SANITIZE=address,undefined &&
+           cmake --build "$san" -j "$(nproc)" &&
+           ctest --test-dir "$san" --output-on-failure -j "$(nproc)"; } >"$san_log" 2>&1; then
+        cat "$san_log"
+        echo "rmsnorm: the C++ tests failed under the sanitizers (address,undefined)" >&2
+        exit 1
+    fi
+    grep -E "tests passed|tests failed" "$san_log" | sed -E 's/^/  sanitizers: /'
+fi
