@@ -1,7 +1,7 @@
 /* librmsnorm: the C API (stable ABI: plain C types; structs are passed by pointer and only
  * ever grow at their end, with `struct_size` telling the library which version it got).
  *
- * Semantics are DESIGN.md's contract (../shared/docs/DESIGN.md, "Semantics" and "Backward"):
+ * Semantics are the project's contract (docs/DESIGN.md, "Semantics" and "Backward"):
  *   r = rsqrt(sum(x^2) / n + eps)                     (per row, eps and offset as fp32)
  *   llama: y = round(y_dtype, round(x_dtype, x * r) * (w + offset))
  *   gemma: y = round(y_dtype, x * r * (w + offset))
