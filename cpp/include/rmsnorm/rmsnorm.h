@@ -143,8 +143,11 @@ RMSNORM_API const char* rmsnorm_last_error(void);
  * (the forward takes any number: it launches at most 2^30 rows at a time). Other combinations
  * return RMSNORM_ERROR_UNSUPPORTED (the Python package computes them). Every pointer a call passes
  * (rstd and the dw workspace included) 16-byte aligned, with n and every row stride a multiple of
- * 16, takes the vectorised kernels; anything else takes their unvectorised twins (same results,
- * slower).
+ * 16, takes the vectorised kernels; anything else takes their unvectorised twins: slower, and
+ * not always bit-identical to them (a kernel that knows its rows aligned sums them in another
+ * order; measured on an H200: misaligned pointers, or row strides not multiples of 16 with n
+ * one, move some results by an ulp). Allocate rows aligned where bits must match across
+ * layouts; the Python package stages such layouts through aligned copies.
  *
  * rmsnorm_forward: the plain norm (residual.data must be NULL).
  * rmsnorm_fused_add_forward: s = x + residual to residual_out (which may be residual), then
