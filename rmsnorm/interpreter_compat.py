@@ -14,13 +14,17 @@ unless the interpreter is on, numpy is 2.4 or newer and Triton is 3.6; rmsnorm c
 import, before any kernel runs.
 """
 
+import re
+
 import numpy as np
 
 _MARK = "_rmsnorm_numpy_index"
 
 
 def _version(text):
-    return tuple(int(p) for p in text.split("+")[0].split(".")[:2])
+    """(major, minor) of a version string ("2.5.0rc1" -> (2, 5)); (0, 0) if unreadable."""
+    m = re.match(r"(\d+)\.(\d+)", text)
+    return (int(m[1]), int(m[2])) if m else (0, 0)
 
 
 def _needed(interpret, numpy_version, triton_version):
@@ -28,12 +32,19 @@ def _needed(interpret, numpy_version, triton_version):
         _version(triton_version) == (3, 6)
 
 
+def _interpreting():
+    try:
+        from triton import knobs
+    except ImportError:  # a Triton without knobs is not 3.6: nothing to fix
+        return False
+    return knobs.runtime.interpret
+
+
 def needed():
     """True where the interpreter is on and numpy and Triton are the versions that fail."""
     import triton
-    from triton import knobs
 
-    return _needed(knobs.runtime.interpret, np.__version__, triton.__version__)
+    return _needed(_interpreting(), np.__version__, triton.__version__)
 
 
 def _index(self):

@@ -27,6 +27,8 @@ def test_needed_only_for_the_versions_that_fail():
     assert not compat._needed(True, "2.3.5", "3.6.0")
     assert not compat._needed(False, "2.5.1", "3.6.0")  # compiled kernels: no numpy involved
     assert not compat._needed(True, "2.5.1", "3.7.0")
+    assert compat._needed(True, "2.5.0rc1", "3.6.0+git1234")
+    assert not compat._needed(True, "unknown", "3.6.0")
 
 
 def test_index_is_the_one_element_as_an_int_without_a_warning():
