@@ -21,18 +21,20 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/rmsnorm-install.XXXXXX")
 # Deleting a venv with torch takes tens of seconds on a slow disk: done in the background.
 trap 'rm -rf "$work" </dev/null >/dev/null 2>&1 &' EXIT
 venv=$work/venv log=$work/log src=$work/src
-skip() { say "SKIPPED: $*"; exit 0; }
+skip() { say "SKIPPED: $*"; grep -m 1 "^ERROR" "$log" >&2 || true; exit 0; }
 fail() { cat "$log" >&2; say "FAILED: $*"; exit 1; }
 pip() { "$venv/bin/python" -m pip --disable-pip-version-check "$@"; }
 
 python3 -m venv "$venv" >"$log" 2>&1 || skip "python3 cannot make a venv (no python3-venv?)"
 # Whether pip can install here at all: a dry run fails within seconds without a network.
+# setuptools stands for the build's requirement (pyproject.toml), which pip fetches too.
 timeout 60 "$venv/bin/python" -m pip --disable-pip-version-check install --dry-run --quiet \
-    --timeout 10 --retries 0 --report "$work/plan.json" torch==2.13.0 triton==3.6.0 numpy \
-    >>"$log" 2>&1 || skip "pip cannot install torch 2.13.0, triton 3.6.0 and numpy here" \
-                          "(no network?)"
+    --ignore-installed --timeout 10 --retries 0 --report "$work/plan.json" torch==2.13.0 \
+    triton==3.6.0 numpy "setuptools>=64" >>"$log" 2>&1 ||
+    skip "pip cannot install torch 2.13.0, triton 3.6.0, numpy and setuptools here (no network?)"
 # torch must be a CPU build or come from local disk: never a CUDA build of several GB.
-"$venv/bin/python" - "$work/plan.json" <<'EOF' || skip "no torch 2.13.0 CPU build on local disk"
+"$venv/bin/python" - "$work/plan.json" <<'EOF' ||
+    skip "torch 2.13.0 would be a CUDA build from the network here (no CPU build on local disk)"
 import json, sys
 torch = [i for i in json.load(open(sys.argv[1]))["install"] if i["metadata"]["name"] == "torch"]
 sys.exit(0 if torch and ("+cpu" in torch[0]["metadata"]["version"]
