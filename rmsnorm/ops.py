@@ -197,14 +197,14 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
 
 def _as_twin(plan, n):
     """Whether the row strides of `plan` make Triton compile the kernel that the same rows
-    laid out contiguously (row stride n) get: every stride below 2^31 (Triton types larger
-    ones as 64-bit) and a multiple of 16 exactly when n is (the JIT specializes on it,
-    and a kernel knowing its rows aligned sums them in another order)."""
+    laid out contiguously (row stride n) get: each stride below 2^31 exactly when n is
+    (Triton types larger ones as 64-bit) and a multiple of 16 exactly when n is (the JIT
+    specializes on it, and a kernel knowing its rows aligned sums them in another order)."""
     if plan.rows == 1:
         return True
-    used = [st for st_pair in plan.strides.values() for st in st_pair[:2 if plan.two_level
-                                                                     else 1]]
-    return all(abs(st) < 2 ** 31 and (st % 16 == 0) == (n % 16 == 0) for st in used)
+    levels = 2 if plan.two_level else 1
+    return all((st < 2 ** 31) == (n < 2 ** 31) and (st % 16 == 0) == (n % 16 == 0)
+               for pair in plan.strides.values() for st in pair[:levels])
 
 
 @functools.lru_cache(maxsize=4096)
