@@ -33,13 +33,12 @@ timeout 60 "$venv/bin/python" -m pip --disable-pip-version-check install --dry-r
     triton==3.6.0 numpy "setuptools>=64" >>"$log" 2>&1 ||
     skip "pip cannot install torch 2.13.0, triton 3.6.0, numpy and setuptools here (no network?)"
 # torch must be a CPU build or come from local disk: never a CUDA build of several GB.
-"$venv/bin/python" - "$work/plan.json" <<'EOF' ||
-    skip "torch 2.13.0 would be a CUDA build from the network here (no CPU build on local disk)"
-import json, sys
+cpu_torch='import json, sys
 torch = [i for i in json.load(open(sys.argv[1]))["install"] if i["metadata"]["name"] == "torch"]
 sys.exit(0 if torch and ("+cpu" in torch[0]["metadata"]["version"]
-                         or torch[0]["download_info"]["url"].startswith("file:")) else 1)
-EOF
+                         or torch[0]["download_info"]["url"].startswith("file:")) else 1)'
+"$venv/bin/python" -c "$cpu_torch" "$work/plan.json" 2>>"$log" ||
+    skip "torch 2.13.0 would be a CUDA build from the network here (no CPU build on local disk)"
 
 # The checkout's files as git sees them (tracked and new, not ignored: no .venv, no build/).
 mkdir "$src"
