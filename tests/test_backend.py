@@ -96,3 +96,33 @@ def test_tensor_subclasses_are_left_to_the_python_routes(c_backend):
     assert c_backend.forward(x, None, 1e-6, 0.0, "llama") is None
     assert c_backend.forward(real, w, 1e-6, 0.0, "llama") is None
     assert c_backend.fused_add_forward(real, x, None, 1e-6, 0.0, "llama", False) is None
+
+
+def test_c_backend_gives_hostile_inputs_the_python_routes_answers(c_backend):
+    x = torch.randn(40, 320, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(320, device="cuda", dtype=torch.bfloat16)
+    # Negative views are read with their sign (the extension leaves them to the launcher).
+    assert c_backend.forward(x._neg_view(), w, 1e-6, 0.0, "llama") is None
+    assert_same_bits(rmsnorm.rms_norm(x._neg_view(), w), rmsnorm.rms_norm(-x, w))
+    # Sparse and nested tensors: TypeErrors naming the argument, not torch's internal errors.
+    with pytest.raises(TypeError, match="x has layout torch.sparse_coo"):
+        rmsnorm.rms_norm(x.float().to_sparse(), None)
+    nested = torch.nested.nested_tensor([x[:3], x[3:7]], layout=torch.jagged)
+    with pytest.raises(TypeError, match="residual is a nested tensor"):
+        rmsnorm.fused_add_rms_norm(x, nested, w)
+    # Scalars the Python routes refuse by type are refused by type here too.
+    for eps in (True, torch.tensor(1e-6), "1e-6"):
+        with pytest.raises(TypeError, match="eps must be a real number"):
+            rmsnorm.rms_norm(x, w, eps)
+    with pytest.raises(ValueError, match="eps must be"):
+        rmsnorm.rms_norm(x, w, 1e39)  # inf in fp32
+    # An in-place residual partially overlapping x is refused; interleaved disjoint views
+    # give the contiguous bits.
+    b = torch.randn(41, 320, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="overlaps x"):
+        rmsnorm.fused_add_rms_norm(b[:40], b[1:], w, inplace=True)
+    both = torch.randn(40, 640, device="cuda", dtype=torch.bfloat16)
+    ref_y, ref_s, _ = ops.forward(both[:, :320].clone(), w, residual=both[:, 320:].clone())
+    y, s = rmsnorm.fused_add_rms_norm(both[:, :320], both[:, 320:], w, inplace=True)
+    assert_same_bits(y, ref_y)
+    assert_same_bits(both[:, 320:], ref_s)

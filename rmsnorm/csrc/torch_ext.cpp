@@ -143,14 +143,15 @@ py::object fused_add_forward(const at::Tensor& x, at::Tensor& residual,
                              const std::optional<at::Tensor>& weight, double eps, double offset,
                              const std::string& casting_mode, bool inplace) {
     const bool llama = llama_of(casting_mode);
-    if (!eligible(x, weight) || residual.scalar_type() != x.scalar_type() ||
-        residual.sizes() != x.sizes() || residual.device() != x.device() || !plain(residual) ||
+    // plain() first: a nested residual has no sizes() to compare.
+    if (!eligible(x, weight) || !plain(residual) || residual.scalar_type() != x.scalar_type() ||
+        residual.sizes() != x.sizes() || residual.device() != x.device() ||
         (at::GradMode::is_enabled() && residual.requires_grad()))
         return py::none();
     const auto sx = row_stride(x), sr = row_stride(residual);
     if (!sx || !sr) return py::none();
-    if (inplace && (!residual.is_non_overlapping_and_dense() ||
-                    ranges_meet(residual, x) || (weight && ranges_meet(residual, *weight))))
+    if (inplace && (!residual.is_non_overlapping_and_dense() || ranges_meet(residual, x) ||
+                    (weight && ranges_meet(residual, *weight))))
         return py::none();  // the Python path decides these element by element, or explains
     c10::cuda::CUDAGuard guard(x.device());
     at::Tensor y = empty_like_rows(x);
@@ -165,7 +166,13 @@ py::object fused_add_forward(const at::Tensor& x, at::Tensor& residual,
 
 }  // namespace
 
+// eps and offset are taken as Python floats only (noconvert): pybind11 would otherwise turn a
+// bool, a tensor or anything with __float__ into a double, which the Python routes refuse as
+// a TypeError naming the argument (the caller falls back to them on TypeError).
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-    m.def("forward", &forward);
-    m.def("fused_add_forward", &fused_add_forward);
+    m.def("forward", &forward, py::arg("x"), py::arg("weight"), py::arg("eps").noconvert(),
+          py::arg("offset").noconvert(), py::arg("casting_mode"));
+    m.def("fused_add_forward", &fused_add_forward, py::arg("x"), py::arg("residual"),
+          py::arg("weight"), py::arg("eps").noconvert(), py::arg("offset").noconvert(),
+          py::arg("casting_mode"), py::arg("inplace"));
 }
