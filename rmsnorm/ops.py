@@ -180,8 +180,11 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
         # levels of row strides, a pointer off 16 bytes, a row stride that Triton
         # specializes otherwise than n, or one of 2^31 elements or more): run that kernel
         # on contiguous copies, so that every layout gives the contiguous layout's bits.
-        y_c, s_c = alloc(y.shape, y.dtype, y.device), _staged(s) if inplace else \
-            (None if s is None else alloc(s.shape, s.dtype, s.device))
+        y_c = alloc(y.shape, y.dtype, y.device)
+        if inplace:
+            s_c = _staged(s)  # the residual, read and then overwritten with the sum
+        else:
+            s_c = None if s is None else alloc(s.shape, s.dtype, s.device)
         _launch(_staged(x), s_c if inplace else _staged(residual), _staged(weight), eps,
                 offset, casting_mode, y_c, s_c, rstd, launch)
         y.copy_(y_c)
