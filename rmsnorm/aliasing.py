@@ -18,9 +18,12 @@ MAX_RUNS = 1 << 24
 
 def span(t):
     """[first byte, one past the last byte] that t's elements occupy; (0, 0) when empty."""
-    if t.numel() == 0:
+    count = t.numel()
+    if count == 0:
         return (0, 0)
     start = t.data_ptr()
+    if t.is_contiguous():  # the common case, on every call's path: no walk over the dims
+        return (start, start + count * t.element_size())
     last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
     return (start, start + (last + 1) * t.element_size())
 
@@ -45,7 +48,7 @@ def overlaps(a, b):
 
 def overlaps_itself(t):
     """True when two elements of t share memory (t could not be written element by element)."""
-    if t.numel() <= 1:
+    if t.numel() <= 1 or t.is_contiguous():
         return False
     if _strides_nest(t):
         return False
