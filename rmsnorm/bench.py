@@ -5,8 +5,13 @@
     python -m rmsnorm.bench --op bwd fwdbwd --peers eager compile   # training
     python -m rmsnorm.bench --peers eager compile --json results.json
     python -m rmsnorm.bench --overhead        # host microseconds per call, decode shape
+    python -m rmsnorm.bench --suite --json run.json --baseline docs/results/h200-baseline.json
 
-Every figure is the median of triton.testing.do_bench (L2 flushed before each repeat).
+Every figure is the median of triton.testing.do_bench (L2 flushed before each repeat);
+"graph"-timed cases (the suite's decode shapes) time 100 calls captured in one CUDA
+graph and report the time per call, their copy ceiling timed the same way. --suite runs the
+fixed cases of rmsnorm.suite; --baseline compares the run with an earlier one's JSON and
+exits 1 when a case's % of copy fell by more than two points.
 GB/s counts the fewest bytes an op must move: forward reads x and writes y (2*M*N elements),
 fused add reads x and residual and writes y and the sum (4*M*N), backward ("bwd") reads x and
 dy and writes dx (3*M*N), forward + backward through autograd ("fwdbwd") both (5*M*N); the
@@ -33,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 import rmsnorm
-from rmsnorm import ops, reference
+from rmsnorm import ops, reference, suite
 
 SHAPES = [(16384, 4096), (65536, 4096), (16384, 8192), (8192, 16384), (4096, 32768),
           (32768, 2048), (131072, 128), (524288, 128), (1024, 65536), (256, 262144)]
@@ -42,6 +47,8 @@ EPS = 1e-6
 # Elements each op must move, per element of x (see the docstring).
 MOVED = {"fwd": 2, "add": 4, "bwd": 3, "fwdbwd": 5}
 BACKWARD_OPS = ("bwd", "fwdbwd")
+# Calls per CUDA graph of a "graph"-timed case.
+GRAPH_CALLS = 100
 # Where inputs are made. The tests set "cpu" to run the plumbing under Triton's interpreter
 # with a fake timer; a real measurement needs CUDA.
 DEVICE = "cuda"
@@ -81,12 +88,27 @@ def saved_rstd(x, w):
     return ops.forward(x, w, EPS, return_rstd=True)[2]
 
 
-def copy_gbps(nbytes, warmup=25, rep=100):
-    """The ceiling: a device-to-device copy of nbytes/2 each way."""
+def copy_gbps(nbytes, warmup=25, rep=100, timing="median"):
+    """The ceiling: a device-to-device copy of nbytes/2 each way, timed as the op is."""
     src = torch.randn(nbytes // 4, device=DEVICE, dtype=torch.float16)
     dst = torch.empty_like(src)
-    ms = bench_ms(lambda: dst.copy_(src), warmup, rep)
+    ms = TIMERS[timing](lambda: dst.copy_(src), warmup, rep)
     return nbytes / ms / 1e6
+
+
+def graph_ms_per_call(fn, warmup=25, rep=100, calls=GRAPH_CALLS):
+    """GPU time per call of `calls` calls of fn captured in one CUDA graph and replayed: what a
+    decode step under CUDA graphs pays, without the host's launch cost."""
+    if DEVICE != "cuda":  # the CPU plumbing tests: no graphs there
+        return bench_ms(fn, warmup, rep)
+    replay = graphed(lambda: [fn() for _ in range(calls)])
+    return bench_ms(replay, warmup, rep) / calls
+
+
+# How run_shape times a case: "median" (do_bench of single calls) or "graph" (per call of a
+# CUDA graph's replay). Looked up when called, so that a test's fake bench_ms is used.
+TIMERS = {"median": lambda fn, w, r: bench_ms(fn, w, r),
+          "graph": lambda fn, w, r: graph_ms_per_call(fn, w, r)}
 
 
 def _leaves(x, w):
@@ -248,7 +270,7 @@ def _error(e):
     return f"{type(e).__name__}: {e}"[:200]
 
 
-def run_shape(op, m, n, dtype, peers, warmup, rep):
+def run_shape(op, m, n, dtype, peers, warmup, rep, timing="median"):
     if "compile" in peers:
         # dynamic=False compiles each shape anew on the same code objects; past dynamo's
         # recompile limit (8) a peer would silently run eagerly. Start each shape afresh.
@@ -257,21 +279,22 @@ def run_shape(op, m, n, dtype, peers, warmup, rep):
     dy = make_grad(x) if op in BACKWARD_OPS else None
     nbytes = moved_elements(op, m, n) * x.element_size()
     row = {"op": op, "dtype": str(dtype).replace("torch.", ""), "M": m, "N": n,
-           "bytes": nbytes, "copy_gbps": copy_gbps(nbytes, warmup, rep), "impls": {}}
+           "timing": timing, "bytes": nbytes, "copy_gbps": copy_gbps(nbytes, warmup, rep, timing),
+           "impls": {}}
     impls = {"rmsnorm": ours(op, x, r, w, dy)}
     if op == "fwdbwd" and x.is_cuda:
         impls["rmsnorm_graphed"] = graphed(ours(op, x, r, w, dy))
     impls.update(peer_fns(op, x, r, w, peers, dy))
     for name, fn in impls.items():
         try:
-            ms = bench_ms(fn, warmup, rep)
+            ms = TIMERS[timing](fn, warmup, rep)
         except Exception as e:  # a peer that fails at a shape is reported, not fatal
             row["impls"][name] = {"error": _error(e)}
             continue
         gbps = nbytes / ms / 1e6
         row["impls"][name] = {"us": ms * 1e3, "gbps": gbps,
                               "pct_copy": 100 * gbps / row["copy_gbps"]}
-    if op == "bwd" and "us" in row["impls"]["rmsnorm"]:
+    if op == "bwd" and timing == "median" and "us" in row["impls"]["rmsnorm"]:
         try:
             rstd = saved_rstd(x, w)
             us = bench_ms(dw_reduce_fn(dy, x, w, rstd), warmup, rep) * 1e3
@@ -298,8 +321,9 @@ def format_table(rows):
     head += ["dw reduce us (% bwd); bwd without dw us"] if dw_column else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [row["op"], row["dtype"], f"{row['M']} x {row['N']}",
-                 f"{row['copy_gbps']:.0f}"]
+        shape = f"{row['M']} x {row['N']}" + (" (graph)" if row.get("timing") == "graph"
+                                              else "")
+        cells = [row["op"], row["dtype"], shape, f"{row['copy_gbps']:.0f}"]
         for k in names:
             v = row["impls"].get(k)
             if v is None:
@@ -340,11 +364,21 @@ def main(argv=None):
     """`rmsnorm-bench` / `python -m rmsnorm.bench`."""
     p = argparse.ArgumentParser(prog=prog_name("rmsnorm.bench"), description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--op", nargs="+", choices=list(MOVED), default=["fwd", "add"])
-    p.add_argument("--dtype", nargs="+", choices=list(DTYPES), default=["bf16"])
+    p.add_argument("--op", nargs="+", choices=list(MOVED),
+                   help="default: fwd add (with --suite: fwd add bwd)")
+    p.add_argument("--dtype", nargs="+", choices=list(DTYPES),
+                   help="default: bf16 (with --suite: bf16 fp16 fp32)")
     p.add_argument("--shapes", nargs="+", type=parse_shape, default=SHAPES,
                    metavar="MxN")
-    p.add_argument("--peers", nargs="*", choices=["eager", "compile"], default=["eager"])
+    p.add_argument("--peers", nargs="*", choices=["eager", "compile"],
+                   help="default: eager (with --suite: none)")
+    p.add_argument("--suite", action="store_true",
+                   help="the fixed suite of rmsnorm.suite (every width a model uses at 2^26 "
+                        "and 2^23 elements, and decode timed from CUDA graphs) instead of "
+                        "--shapes")
+    p.add_argument("--baseline", metavar="PATH",
+                   help="a JSON of an earlier run: print every case whose %% of copy fell "
+                        f"by more than {suite.POINTS} points, and exit 1 if any did")
     p.add_argument("--warmup", type=float, default=25, help="do_bench warm-up, ms")
     p.add_argument("--rep", type=float, default=100, help="do_bench repeats, ms")
     p.add_argument("--json", metavar="PATH",
@@ -356,16 +390,26 @@ def main(argv=None):
     if args.overhead:
         print(overhead_table())
         return
+    if args.suite:
+        todo = suite.cases(args.dtype or suite.DTYPES, args.op or suite.OPS)
+        peers = args.peers or []
+    else:
+        todo = [(op, dt, m, n, "median") for op in args.op or ["fwd", "add"]
+                for dt in args.dtype or ["bf16"] for m, n in args.shapes]
+        peers = ["eager"] if args.peers is None else args.peers
+    baseline = suite.load_rows(args.baseline) if args.baseline else None  # fail early
     rows = []
-    for op in args.op:
-        for dt in args.dtype:
-            for m, n in args.shapes:
-                rows.append(run_shape(op, m, n, DTYPES[dt], args.peers, args.warmup,
-                                      args.rep))
-                print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
-                if args.json:  # a run cut short by a time limit keeps the shapes done
-                    write_json(args.json, rows)
+    for op, dt, m, n, timing in todo:
+        rows.append(run_shape(op, m, n, DTYPES[dt], peers, args.warmup, args.rep, timing))
+        print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+        if args.json:  # a run cut short by a time limit keeps the shapes done
+            write_json(args.json, rows)
     print(format_table(rows))
+    if baseline is not None:
+        found = suite.regressions(rows, baseline)
+        print(suite.format_regressions(found, args.baseline))
+        if found:
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -89,3 +89,63 @@ def test_mismatches_counts_wrong_and_nan_elements():
     ref = torch.tensor([1.0, 2.0, -3.0, 4.0])
     assert sweep.mismatches(ref * 1.01, ref) == 0
     assert sweep.mismatches(torch.tensor([1.0, float("nan"), 3.0, 4.0]), ref) == 2
+
+
+def test_the_suite_covers_every_width_at_both_sizes_and_decode():
+    from rmsnorm import suite
+    cases = suite.cases()
+    throughput = {(o, d, m, n) for o, d, m, n, t in cases if t == "median"}
+    assert throughput == {(o, d, e // n, n) for o in suite.OPS for d in suite.DTYPES
+                          for e in suite.ELEMENTS for n in suite.WIDTHS}
+    decode = {(o, d, m, n) for o, d, m, n, t in cases if t == "graph"}
+    assert decode == {(o, d, m, n) for o in suite.DECODE_OPS for d in suite.DTYPES
+                      for m in suite.DECODE_ROWS for n in suite.DECODE_WIDTHS}
+
+
+def test_suite_run_writes_graph_timed_decode_rows(fake_timer, monkeypatch, tmp_path):
+    from rmsnorm import suite
+    monkeypatch.setattr(suite, "WIDTHS", (64,))
+    monkeypatch.setattr(suite, "ELEMENTS", (64 * 5,))
+    monkeypatch.setattr(suite, "DECODE_ROWS", (1, 3))
+    monkeypatch.setattr(suite, "DECODE_WIDTHS", (32,))
+    path = tmp_path / "suite.json"
+    bench.main(["--suite", "--dtype", "bf16", "--json", str(path)])
+    rows = json.loads(path.read_text())["rows"]
+    assert [(r["op"], r["M"], r["N"], r["timing"]) for r in rows] == [
+        ("fwd", 5, 64, "median"), ("add", 5, 64, "median"), ("bwd", 5, 64, "median"),
+        ("fwd", 1, 32, "graph"), ("fwd", 3, 32, "graph"), ("add", 1, 32, "graph"),
+        ("add", 3, 32, "graph")]
+    assert all(set(r["impls"]) == {"rmsnorm"} for r in rows)  # no peers by default
+
+
+def row(op, m, n, pct, timing="median"):
+    return {"op": op, "dtype": "bfloat16", "M": m, "N": n, "timing": timing,
+            "impls": {"rmsnorm": {"pct_copy": pct} if pct is not None else {"error": "x"}}}
+
+
+def test_a_case_that_falls_more_than_two_points_is_a_regression():
+    from rmsnorm import suite
+    baseline = [row("fwd", 8, 128, 90.0), row("add", 8, 128, 90.0), row("bwd", 8, 128, 90.0),
+                row("fwd", 1, 4096, 50.0, "graph"), row("fwd", 4, 4096, 50.0)]
+    now = [row("fwd", 8, 128, 88.1), row("add", 8, 128, 87.9), row("bwd", 8, 128, None),
+           row("fwd", 1, 4096, 45.0, "graph"), row("fwd", 2, 4096, 10.0)]
+    found = suite.regressions(now, baseline)
+    assert [k for k, _, _ in found] == [("add", "bfloat16", 8, 128, "median"),
+                                        ("bwd", "bfloat16", 8, 128, "median"),
+                                        ("fwd", "bfloat16", 1, 4096, "graph")]
+    text = suite.format_regressions(found, "base.json")
+    assert "3 cases fell" in text and "| bwd | bfloat16 | 8 x 128 | median | 90.0 | fails |" \
+        in text
+    assert "no case fell" in suite.format_regressions([], "base.json")
+
+
+def test_bench_exits_1_when_the_baseline_shows_a_regression(fake_timer, tmp_path, capsys):
+    first = tmp_path / "first.json"
+    bench.main(["--op", "fwd", "--shapes", "5x64", "--peers", "--json", str(first)])
+    data = json.loads(first.read_text())
+    data["rows"][0]["impls"]["rmsnorm"]["pct_copy"] += 50  # the baseline was much faster
+    first.write_text(json.dumps(data))
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--op", "fwd", "--shapes", "5x64", "--peers", "--baseline", str(first)])
+    assert stop.value.code == 1
+    assert "1 cases fell by more than 2.0 points" in capsys.readouterr().out
