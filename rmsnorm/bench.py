@@ -8,9 +8,11 @@
     python -m rmsnorm.bench --suite --json run.json --baseline docs/results/h200-baseline.json
 
 Every figure is the median of triton.testing.do_bench (L2 flushed before each repeat);
-"graph"-timed cases (the suite's decode shapes) time 100 calls captured in one CUDA
-graph and report the time per call, their copy ceiling timed the same way. --suite runs the
-fixed cases of rmsnorm.suite; --baseline compares the run with an earlier one's JSON and
+"graph"-timed cases (the suite's decode shapes) time 100 calls captured in one CUDA graph
+and report the time per call, inputs warm in L2 as in a decode step; "graph_hbm" cases (the
+suite's 2^23-element shapes) do the same over input sets that together exceed the L2 three
+times, so that they move HBM bytes; their copy ceilings are timed the same way. --suite runs
+the fixed cases of rmsnorm.suite; --baseline compares the run with an earlier one's JSON and
 exits 1 when a case's % of copy fell by more than two points.
 GB/s counts the fewest bytes an op must move: forward reads x and writes y (2*M*N elements),
 fused add reads x and residual and writes y and the sum (4*M*N), backward ("bwd") reads x and
@@ -29,6 +31,7 @@ just written and may still sit in L2.
 
 import argparse
 import functools
+import itertools
 import json
 import os
 import sys
@@ -88,12 +91,31 @@ def saved_rstd(x, w):
     return ops.forward(x, w, EPS, return_rstd=True)[2]
 
 
-def copy_gbps(nbytes, warmup=25, rep=100, timing="median"):
-    """The ceiling: a device-to-device copy of nbytes/2 each way, timed as the op is."""
-    src = torch.randn(nbytes // 4, device=DEVICE, dtype=torch.float16)
-    dst = torch.empty_like(src)
-    ms = TIMERS[timing](lambda: dst.copy_(src), warmup, rep)
+def copy_gbps(nbytes, warmup=25, rep=100, timing="median", sets=1):
+    """The ceiling: a device-to-device copy of nbytes/2 each way, timed as the op is (over as
+    many buffer pairs as the op has input sets)."""
+    pairs = []
+    for _ in range(sets):
+        src = torch.randn(nbytes // 4, device=DEVICE, dtype=torch.float16)
+        pairs.append((src, torch.empty_like(src)))
+    ms = TIMERS[timing](rotating([lambda s=s, d=d: d.copy_(s) for s, d in pairs]), warmup, rep)
     return nbytes / ms / 1e6
+
+
+def input_sets(timing, nbytes):
+    """How many input sets a case cycles through. A "graph_hbm" case takes enough that one
+    replay's working set is three times the L2 cache, so that its calls read and write HBM as
+    one large batch does, not the L2 the previous replay left warm; other cases take one."""
+    if timing != "graph_hbm" or DEVICE != "cuda":
+        return 1
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    return max(1, min(GRAPH_CALLS, -(-3 * l2 // nbytes)))
+
+
+def rotating(fns):
+    """One callable that calls each of fns in turn (one per input set)."""
+    turn = itertools.cycle(fns)
+    return lambda: next(turn)()
 
 
 def graph_ms_per_call(fn, warmup=25, rep=100, calls=GRAPH_CALLS):
@@ -105,10 +127,13 @@ def graph_ms_per_call(fn, warmup=25, rep=100, calls=GRAPH_CALLS):
     return bench_ms(replay, warmup, rep) / calls
 
 
-# How run_shape times a case: "median" (do_bench of single calls) or "graph" (per call of a
-# CUDA graph's replay). Looked up when called, so that a test's fake bench_ms is used.
+# How run_shape times a case: "median" (do_bench of single calls), "graph" (per call of a
+# CUDA graph's replay, inputs warm in L2 as in a decode step) or "graph_hbm" (the same over
+# input sets that do not fit the L2: input_sets). Looked up when called, so that a test's
+# fake bench_ms is used.
 TIMERS = {"median": lambda fn, w, r: bench_ms(fn, w, r),
-          "graph": lambda fn, w, r: graph_ms_per_call(fn, w, r)}
+          "graph": lambda fn, w, r: graph_ms_per_call(fn, w, r),
+          "graph_hbm": lambda fn, w, r: graph_ms_per_call(fn, w, r)}
 
 
 def _leaves(x, w):
@@ -275,16 +300,20 @@ def run_shape(op, m, n, dtype, peers, warmup, rep, timing="median"):
         # dynamic=False compiles each shape anew on the same code objects; past dynamo's
         # recompile limit (8) a peer would silently run eagerly. Start each shape afresh.
         torch._dynamo.reset()
-    x, r, w = make_inputs(op, m, n, dtype)
-    dy = make_grad(x) if op in BACKWARD_OPS else None
-    nbytes = moved_elements(op, m, n) * x.element_size()
+    nbytes = moved_elements(op, m, n) * torch.tensor([], dtype=dtype).element_size()
+    sets = []  # (x, residual, weight, dy) of each input set
+    for seed in range(input_sets(timing, nbytes)):
+        x, r, w = make_inputs(op, m, n, dtype, seed=2 * seed)
+        sets.append((x, r, w, make_grad(x, seed=2 * seed + 1) if op in BACKWARD_OPS else None))
+    x, r, w, dy = sets[0]
     row = {"op": op, "dtype": str(dtype).replace("torch.", ""), "M": m, "N": n,
-           "timing": timing, "bytes": nbytes, "copy_gbps": copy_gbps(nbytes, warmup, rep, timing),
-           "impls": {}}
-    impls = {"rmsnorm": ours(op, x, r, w, dy)}
+           "timing": timing, "input_sets": len(sets), "bytes": nbytes,
+           "copy_gbps": copy_gbps(nbytes, warmup, rep, timing, len(sets)), "impls": {}}
+    impls = {"rmsnorm": rotating([ours(op, *s) for s in sets])}
     if op == "fwdbwd" and x.is_cuda:
         impls["rmsnorm_graphed"] = graphed(ours(op, x, r, w, dy))
-    impls.update(peer_fns(op, x, r, w, peers, dy))
+    per_set = [peer_fns(op, *s[:3], peers, s[3]) for s in sets]
+    impls.update({name: rotating([fns[name] for fns in per_set]) for name in per_set[0]})
     for name, fn in impls.items():
         try:
             ms = TIMERS[timing](fn, warmup, rep)
@@ -307,7 +336,7 @@ def run_shape(op, m, n, dtype, peers, warmup, rep, timing="median"):
             row["bwd_no_dw_us"] = no_dw
         except Exception as e:
             row["dw_reduce_error"] = _error(e)
-    del x, r, w, dy, impls
+    del x, r, w, dy, impls, sets, per_set
     torch.cuda.empty_cache()
     return row
 
@@ -321,8 +350,8 @@ def format_table(rows):
     head += ["dw reduce us (% bwd); bwd without dw us"] if dw_column else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        shape = f"{row['M']} x {row['N']}" + (" (graph)" if row.get("timing") == "graph"
-                                              else "")
+        timing = row.get("timing", "median")
+        shape = f"{row['M']} x {row['N']}" + ("" if timing == "median" else f" ({timing})")
         cells = [row["op"], row["dtype"], shape, f"{row['copy_gbps']:.0f}"]
         for k in names:
             v = row["impls"].get(k)

@@ -7,7 +7,9 @@ elements (timed as single calls: the GPU time dwarfs the launch's host time) and
 elements; decode (M of 1 to 256 rows at N = 2048, 4096, 8192); each in bf16, fp16 and fp32.
 The 2^23 and decode cases take less GPU time than the Python launcher's host time per call,
 so they are timed as GPU time per call of calls replayed from a CUDA graph: the kernels', not
-the host's, which moves by a third between runs. Every case is held
+the host's, which moves by a third between runs. Decode replays one input set, warm in L2 as
+in a model's decode step ("graph"); the 2^23 cases cycle through input sets three times the
+L2's size ("graph_hbm"), so that they measure HBM traffic as a large batch does. Every case is held
 against a device-to-device copy of the same bytes timed the same way in the same run: "% of
 copy" is what is compared, so that runs on one GPU model compare though its clocks move.
 """
@@ -28,7 +30,7 @@ POINTS = 2.0
 
 def throughput_shapes():
     """(M, N, timing) of the throughput cases."""
-    return [(elements // n, n, "median" if elements == max(ELEMENTS) else "graph")
+    return [(elements // n, n, "median" if elements == max(ELEMENTS) else "graph_hbm")
             for elements in ELEMENTS for n in WIDTHS]
 
 
@@ -37,8 +39,8 @@ def decode_shapes():
 
 
 def cases(dtypes=DTYPES, ops=OPS):
-    """(op, dtype name, M, N, timing) of the suite, timing "median" (do_bench) or "graph"
-    (GPU time per call, replayed from a CUDA graph)."""
+    """(op, dtype name, M, N, timing) of the suite, timing "median" (do_bench), "graph" or
+    "graph_hbm" (GPU time per call, replayed from a CUDA graph; rmsnorm.bench.TIMERS)."""
     out = []
     for dtype in dtypes:
         out += [(op, dtype, m, n, timing) for op in ops for m, n, timing in throughput_shapes()]

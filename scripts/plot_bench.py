@@ -47,13 +47,10 @@ def load(path):
 
 def elements_of(row):
     """Which of the suite's throughput sizes a row is (2^26 or 2^23 elements), else None."""
-    if row["N"] not in suite.WIDTHS:
+    case = (row["M"], row["N"], row.get("timing", "median"))
+    if case not in suite.throughput_shapes():  # the suite's rule of which size is timed how
         return None
-    for elements in suite.ELEMENTS:
-        timing = "median" if elements == max(suite.ELEMENTS) else "graph"
-        if row["M"] == elements // row["N"] and row.get("timing", "median") == timing:
-            return elements
-    return None
+    return next(e for e in suite.ELEMENTS if e // row["N"] == row["M"])
 
 
 def is_decode(row):
@@ -123,15 +120,15 @@ def plot_pct_copy(op, baseline, peers, out):
             ax.scatter(*zip(*points), marker=PEER_MARKERS[name], color=PEER_COLORS[name], s=36,
                        zorder=3, label=f"{name} bf16")
     log2_axis(ax, [2 ** k for k in range(7, 19)], suite.WIDTHS)
-    # The copy itself. Some 2^23-element cases pass it: in the H200 baseline the copy of those
-    # sizes (10922 x 768, 5461 x 1536) ran at half the GB/s of the copy of the others.
+    # The copy itself.
     ax.axhline(100, color="black", linewidth=0.8, alpha=0.5)
     ax.set_ylim(0, max(105, ax.get_ylim()[1]))
     ax.set_xlabel("N (row width)")
     ax.set_ylabel("% of same-bytes device copy")
     ax.set_title(f"{OP_TITLES[op]}, {baseline.get('device', '?')}, {' / '.join(plotted)}: "
                  "rmsnorm's % of copy\n2^26 elements: median of do_bench (solid); 2^23 elements: "
-                 "GPU time per call from CUDA-graph replays (dashed)", fontsize=10)
+                 "GPU time per call from CUDA-graph replays over inputs 3x the L2 (dashed)",
+                 fontsize=10)
     legend_title = None
     if peer_rows:
         legend_title = (f"markers: peers, one run ({peers.get('date', '?')}),\n"

@@ -94,13 +94,14 @@ def test_mismatches_counts_wrong_and_nan_elements():
 def test_the_suite_covers_every_width_at_both_sizes_and_decode():
     from rmsnorm import suite
     cases = suite.cases()
-    # The largest size is timed as single calls; the smaller ones and decode, whose GPU time
-    # is below the launcher's host time, from CUDA graphs.
+    # The largest size is timed as single calls; the smaller one and decode, whose GPU time
+    # is below the launcher's host time, from CUDA graphs (the smaller size over input sets
+    # that do not fit the L2).
     big, small = max(suite.ELEMENTS), min(suite.ELEMENTS)
     assert set(cases) == (
         {(o, d, big // n, n, "median") for o in suite.OPS for d in suite.DTYPES
          for n in suite.WIDTHS}
-        | {(o, d, small // n, n, "graph") for o in suite.OPS for d in suite.DTYPES
+        | {(o, d, small // n, n, "graph_hbm") for o in suite.OPS for d in suite.DTYPES
            for n in suite.WIDTHS}
         | {(o, d, m, n, "graph") for o in suite.DECODE_OPS for d in suite.DTYPES
            for m in suite.DECODE_ROWS for n in suite.DECODE_WIDTHS})
@@ -116,8 +117,8 @@ def test_suite_run_writes_graph_timed_decode_rows(fake_timer, monkeypatch, tmp_p
     bench.main(["--suite", "--dtype", "bf16", "--json", str(path)])
     rows = json.loads(path.read_text())["rows"]
     assert [(r["op"], r["M"], r["N"], r["timing"]) for r in rows] == [
-        ("fwd", 5, 64, "median"), ("fwd", 2, 64, "graph"), ("add", 5, 64, "median"),
-        ("add", 2, 64, "graph"), ("bwd", 5, 64, "median"), ("bwd", 2, 64, "graph"),
+        ("fwd", 5, 64, "median"), ("fwd", 2, 64, "graph_hbm"), ("add", 5, 64, "median"),
+        ("add", 2, 64, "graph_hbm"), ("bwd", 5, 64, "median"), ("bwd", 2, 64, "graph_hbm"),
         ("fwd", 1, 32, "graph"), ("fwd", 3, 32, "graph"), ("add", 1, 32, "graph"),
         ("add", 3, 32, "graph")]
     assert all(set(r["impls"]) == {"rmsnorm"} for r in rows)  # no peers by default
@@ -154,3 +155,20 @@ def test_bench_exits_1_when_the_baseline_shows_a_regression(fake_timer, tmp_path
         bench.main(["--op", "fwd", "--shapes", "5x64", "--peers", "--baseline", str(first)])
     assert stop.value.code == 1
     assert "1 cases fell by more than 2.0 points" in capsys.readouterr().out
+
+
+def test_rotating_calls_each_input_set_in_turn():
+    calls = []
+    fn = bench.rotating([lambda i=i: calls.append(i) for i in range(3)])
+    for _ in range(7):
+        fn()
+    assert calls == [0, 1, 2, 0, 1, 2, 0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="sizes sets by the GPU's L2")
+def test_an_hbm_graph_case_takes_input_sets_three_times_the_l2():
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    nbytes = 32 * 2 ** 20
+    sets = bench.input_sets("graph_hbm", nbytes)
+    assert sets * nbytes >= 3 * l2 > (sets - 1) * nbytes
+    assert bench.input_sets("graph", nbytes) == bench.input_sets("median", nbytes) == 1

@@ -49,9 +49,8 @@ def _synthetic(tmp_path):
     rows = []
     for dtype in ("bfloat16", "float32"):
         for op in suite.OPS:
-            for elements in suite.ELEMENTS:
-                timing = "median" if elements == max(suite.ELEMENTS) else "graph"
-                rows += [_row(rng, op, dtype, elements // n, n, timing) for n in widths]
+            rows += [_row(rng, op, dtype, m, n, timing)
+                     for m, n, timing in suite.throughput_shapes() if n in widths]
         rows += [_row(rng, op, dtype, m, n, "graph") for op in suite.DECODE_OPS
                  for m in suite.DECODE_ROWS for n in suite.DECODE_WIDTHS]
     everyone = ["rmsnorm", "quack", "liger", "flashinfer", "compile", "torch"]
