@@ -300,7 +300,7 @@ def run_shape(op, m, n, dtype, peers, warmup, rep, timing="median"):
         # dynamic=False compiles each shape anew on the same code objects; past dynamo's
         # recompile limit (8) a peer would silently run eagerly. Start each shape afresh.
         torch._dynamo.reset()
-    nbytes = moved_elements(op, m, n) * torch.tensor([], dtype=dtype).element_size()
+    nbytes = moved_elements(op, m, n) * dtype.itemsize
     sets = []  # (x, residual, weight, dy) of each input set
     for seed in range(input_sets(timing, nbytes)):
         x, r, w = make_inputs(op, m, n, dtype, seed=2 * seed)
