@@ -13,9 +13,9 @@ only when their content changes.
 What is compiled (the C API's scope, docs/CPP.md): plain forward, fused-add forward and
 backward; x, residual, y and dy of one dtype (f32, f16, bf16), with the weight of that dtype
 or none; both casting modes (f32 needs one: rounding to f32 changes nothing); the backward
-with and without the fused add's gradient and with and without dw; every tile width of the
-launch table (rmsnorm.configs, the same one the Python launcher reads) and its looped path;
-one-level row strides; the dw reduction for each dw dtype and column block. Each comes in
+with and without the fused add's gradient and with and without dw; every row of the arch's
+launch table (rmsnorm.configs.rules_for, the same rows the Python launcher reads: a tile
+width or the looped path, and the launch measured for its widths); one-level row strides; the dw reduction for each dw dtype and column block. Each comes in
 three alignments, specialised as Triton's JIT specializes on the same facts (so that the C
 path runs the very kernels the Python path compiles): ALIGN_VEC, 16-byte aligned pointers
 with n and the row strides multiples of 16 (vector loads); ALIGN_PTR, aligned pointers
@@ -48,42 +48,40 @@ class Spec:
     llama: bool = False
     has_dres: bool = False
     has_dw: bool = False
-    loop: bool = False
-    block: int = 0  # tile width (tile path), tile width of the loop, or the reduction's BLOCK_C
+    # fwd/add/bwd: the index of the launch table's row (configs.rules_for(op, elem bytes));
+    # reduce: log2 of the reduction's BLOCK_C.
+    variant: int = 0
     align: int = ALIGN_VEC
 
     def key(self) -> int:
-        log2 = self.block.bit_length() - 1
         return (OPS.index(self.op) | DTYPES.index(self.dtype) << 2 | self.has_w << 4
-                | self.llama << 5 | self.has_dres << 6 | self.has_dw << 7 | self.loop << 8
-                | self.align << 9 | log2 << 11)
+                | self.llama << 5 | self.has_dres << 6 | self.has_dw << 7 | self.align << 8
+                | self.variant << 10)
 
 
-def specs():
-    """Every specialization of the C API, in key order."""
+def specs(arch):
+    """Every specialization of the C API for arch, in key order."""
     from rmsnorm import configs
 
     out = []
     for dtype in DTYPES:
         eb = ELEM_BYTES[dtype]
         for op in ("fwd", "add", "bwd"):
-            limit = configs.tile_limit(op, eb)
-            widths = [(False, 1 << k) for k in range(configs.MIN_TILE.bit_length() - 1,
-                                                       limit.bit_length())]
-            widths.append((True, configs.loop_block(op, eb)))
+            variants = range(len(configs.rules_for(op, eb, arch)))
             for has_w in (False, True):
                 # Without a weight, or in f32, both modes compute the same: one kernel.
                 modes = (True, False) if has_w and dtype != "f32" else (True,)
                 for llama in modes:
                     for has_dres in ((False, True) if op == "bwd" else (False,)):
                         for has_dw in ((False, True) if op == "bwd" and has_w else (False,)):
-                            for loop, width in widths:
+                            for variant in variants:
                                 for align in (ALIGN_NONE, ALIGN_PTR, ALIGN_VEC):
                                     out.append(Spec(op, dtype, has_w, llama, has_dres, has_dw,
-                                                    loop, width, align))
+                                                    variant, align))
         for block_c in reduce_blocks():
             for align in (ALIGN_NONE, ALIGN_PTR, ALIGN_VEC):
-                out.append(Spec("reduce", dtype, block=block_c, align=align))
+                out.append(Spec("reduce", dtype, variant=block_c.bit_length() - 1,
+                                align=align))
     return sorted(out, key=Spec.key)
 
 
@@ -94,14 +92,13 @@ def reduce_blocks():
 
 
 def _launch(spec, arch):
-    """The launch table's choice for spec on arch (rmsnorm.configs, as the Python path)."""
+    """The launch of spec's table row on arch (rmsnorm.configs, as the Python path)."""
     from rmsnorm import configs
 
     eb, wb = ELEM_BYTES[spec.dtype], ELEM_BYTES[spec.dtype] if spec.has_w else 0
-    n = 4 * configs.tile_limit(spec.op, eb) if spec.loop else spec.block
-    if spec.op == "bwd":
-        return configs.backward_launch(n, eb, spec.has_dres, wb, arch)
-    return configs.forward_launch(n, eb, spec.op == "add", wb, arch)
+    rule = configs.rules_for(spec.op, eb, arch)[spec.variant]
+    streams = {"fwd": 1, "add": 2, "bwd": 3 if spec.has_dres else 2}[spec.op]
+    return configs.rule_launch(rule, streams, wb, arch)
 
 
 def _signature(spec, arch):
@@ -114,28 +111,28 @@ def _signature(spec, arch):
 
     t = "*" + TRITON_TYPES[spec.dtype]
     if spec.op == "reduce":
-        block_p, block_c, warps = configs.reduce_launch(spec.block * 128)
-        assert block_c == spec.block
+        block_p, block_c, warps = configs.reduce_launch((1 << spec.variant) * 128)
+        assert block_c == 1 << spec.variant
         kernel = backward.dw_reduce_kernel
         types = {"DWP": "*fp32", "DW": t, "P": "i32", "N": "i32"}
         consts = dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=False,
                       PDL=configs.waits_on_prior_grid(arch))
         return kernel, types, consts, {"DWP", "DW"}, {"N"}, warps, 1
     launch = _launch(spec, arch)
-    assert launch.path == ("loop" if spec.loop else "tile") and launch.block_n == spec.block
+    loop = launch.path == "loop"
     common = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                   W_RESIDENT=launch.w_resident, HAS_W=spec.has_w, TWO_LEVEL=False,
                   LLAMA=spec.llama, ACC=tl.float32, SOFT_BF16=False,
                   PDL=configs.waits_on_prior_grid(arch))
     if spec.op == "bwd":
-        kernel = backward.bwd_loop_kernel if spec.loop else backward.bwd_tile_kernel
+        kernel = backward.bwd_loop_kernel if loop else backward.bwd_tile_kernel
         pointers = dict(DY=t, X=t, W=t, RSTD="*fp32", DX=t, DRES=t, DWP="*fp32")
         consts = dict(common, DW_RESIDENT=launch.dw_resident, HAS_DRES=spec.has_dres,
                       HAS_DW=spec.has_dw)
     else:
-        kernel = forward.fwd_loop_kernel if spec.loop else forward.fwd_tile_kernel
+        kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
         pointers = dict(X=t, R=t, W=t, Y=t, RO=t, RSTD="*fp32")
-        consts = dict(common, HAS_RES=spec.op == "add")
+        consts = dict(common, CHUNKS=launch.chunks, HAS_RES=spec.op == "add")
     types = {}
     for name in kernel.arg_names:
         if name in consts:
@@ -154,12 +151,8 @@ def _signature(spec, arch):
     return kernel, types, consts, set(pointers), ints, launch.num_warps, launch.num_stages
 
 
-def compile_one(spec, arch):
-    """Compiles spec for arch: a dict of the cubin, the PTX and the launch metadata."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
+def _compile_inputs(spec, arch):
+    """(kernel, ASTSource arguments, compile options): everything that decides the code."""
     from rmsnorm import configs
 
     kernel, types, consts, pointers, ints, warps, stages = _signature(spec, arch)
@@ -167,10 +160,22 @@ def compile_one(spec, arch):
     aligned = (pointers if spec.align >= ALIGN_PTR else set()) | \
         (ints if spec.align == ALIGN_VEC else set())
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
-    src = ASTSource(fn=kernel, signature=types, constexprs=consts, attrs=attrs)
-    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                              options=dict(num_warps=warps, num_stages=stages,
-                                           **configs.compile_options(spec.align == ALIGN_VEC)))
+    options = dict(num_warps=warps, num_stages=stages,
+                   **configs.compile_options(spec.align == ALIGN_VEC))
+    return kernel, dict(signature=types, constexprs=consts, attrs=attrs), options
+
+
+def compile_one(spec, arch):
+    """Compiles spec for arch: a dict of the cubin, the PTX and the image's metadata."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from rmsnorm import configs
+
+    kernel, source, options = _compile_inputs(spec, arch)
+    compiled = triton.compile(ASTSource(fn=kernel, **source),
+                              target=GPUTarget("cuda", arch, 32), options=options)
     md = compiled.metadata
     if md.global_scratch_size or getattr(md, "profile_scratch_size", 0):
         raise RuntimeError(f"{spec} needs global scratch memory, which librmsnorm does not "
@@ -180,13 +185,17 @@ def compile_one(spec, arch):
     if md.shared > limit:
         raise RuntimeError(f"{spec} on sm_{arch} takes {md.shared} bytes of shared memory, "
                            f"more than the arch's {limit}: lower its stages in rmsnorm.configs")
-    rows = programs_per_sm = 1  # the reduction's grid is one program per BLOCK_C columns
-    if spec.op != "reduce":
-        launch = _launch(spec, arch)
-        rows, programs_per_sm = launch.rows, launch.programs_per_sm
-    return dict(name=md.name, num_warps=md.num_warps, shared=md.shared, rows=rows,
-                programs_per_sm=programs_per_sm, cubin=compiled.asm["cubin"],
-                ptx=compiled.asm["ptx"])
+    return dict(name=md.name, num_warps=md.num_warps, shared=md.shared,
+                cubin=compiled.asm["cubin"], ptx=compiled.asm["ptx"])
+
+
+def grid_facts(spec, arch):
+    """(rows per program step, programs per SM) of spec's launch on arch: the grid, which
+    the runtime computes and the compiled code does not depend on."""
+    if spec.op == "reduce":
+        return 1, 1  # one program per BLOCK_C columns
+    launch = _launch(spec, arch)
+    return launch.rows, launch.programs_per_sm
 
 
 def _sources_hash():
@@ -201,7 +210,13 @@ def _sources_hash():
 
 
 def _cache_path(cache, spec, arch, sources):
-    digest = hashlib.sha256(f"{sources}/{arch}/{spec}".encode()).hexdigest()[:24]
+    """The cache entry of spec's code: named by what decides it (not by the spec: specs of
+    table rows that differ only in their grid share one entry)."""
+    kernel, source, options = _compile_inputs(spec, arch)
+    what = json.dumps([sources, arch, kernel.__name__, source["signature"],
+                       {k: str(v) for k, v in source["constexprs"].items()},
+                       sorted(str(k) for k in source["attrs"]), options], sort_keys=True)
+    digest = hashlib.sha256(what.encode()).hexdigest()[:24]
     return cache / f"sm{arch}" / f"{digest}.json"
 
 
@@ -227,14 +242,14 @@ def build(out, archs, jobs, ptx_arch):
     out = pathlib.Path(out)
     cache = out / "cache"
     sources = _sources_hash()
-    todo = []
-    all_specs = specs()
-    for arch in archs:
-        for spec in all_specs:
-            path = _cache_path(cache, spec, arch, sources)
-            if not path.exists():
-                todo.append((spec, arch, path))
-    total = len(all_specs) * len(archs)
+    per_arch = {arch: specs(arch) for arch in archs}
+    paths = {(spec, arch): _cache_path(cache, spec, arch, sources)
+             for arch in archs for spec in per_arch[arch]}
+    todo = {}
+    for (spec, arch), path in paths.items():
+        if not path.exists() and path not in todo:
+            todo[path] = (spec, arch, path)
+    total = len(paths)
     print(f"rmsnorm.aot: {total} kernels for sm_{', sm_'.join(map(str, archs))}; "
           f"{len(todo)} to compile with {jobs} processes", file=sys.stderr, flush=True)
     done = 0
@@ -243,14 +258,13 @@ def build(out, archs, jobs, ptx_arch):
 
         ctx = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-            for _ in pool.map(_compile_to, todo, chunksize=4):
+            for _ in pool.map(_compile_to, todo.values(), chunksize=4):
                 done += 1
                 if done % 100 == 0 or done == len(todo):
                     print(f"rmsnorm.aot: {done}/{len(todo)}", file=sys.stderr, flush=True)
     from rmsnorm.aot_emit import emit
 
-    emit(out, archs, all_specs, lambda spec, arch: _cache_path(cache, spec, arch, sources),
-         ptx_arch)
+    emit(out, per_arch, lambda spec, arch: paths[(spec, arch)], ptx_arch)
 
 
 def main(argv=None):
@@ -261,11 +275,12 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=0, help="processes (0: all cores)")
     p.add_argument("--list", action="store_true", help="print the specializations and exit")
     args = p.parse_args(argv)
-    if args.list:
-        for spec in specs():
-            print(spec.key(), spec)
-        return 0
     archs = sorted(set(args.archs))
+    if args.list:
+        for arch in archs:
+            for spec in specs(arch):
+                print(f"sm_{arch}", spec.key(), spec)
+        return 0
     # PTX of a plain (not "a") arch JITs on later GPUs; Triton builds sm_90 and up as sm_90a.
     plain = [a for a in archs if a < 90]
     build(args.out, archs, args.jobs or os.cpu_count() or 1, plain[0] if plain else None)

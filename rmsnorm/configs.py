@@ -1,9 +1,15 @@
-"""The one table of kernel specializations and the launch heuristic.
+"""The launch table and the launch heuristic around it.
 
-The Python launcher (rmsnorm.ops) reads it through `forward_launch` and `backward_launch`; the
-AOT compiler and the C++ runtime are to derive their specializations and dispatch from the same
-`RULES`, so every path picks the same kernel for the same shape. The numbers come from
-`python -m rmsnorm.sweep` on an H200 (docs/PERFORMANCE.md).
+The table itself is generated: `python -m rmsnorm.sweep` measures launches on a GPU and writes
+one file per arch into rmsnorm/tables (docs/DEVELOPING.md, "Tuning"); this module reads it. The
+Python launcher (rmsnorm.ops) takes its launches through `forward_launch` and
+`backward_launch`; the AOT compiler (rmsnorm.aot) compiles one kernel per row of `rules_for`,
+and emits the rows' width bounds for the C++ runtime, so every path picks the same kernel for
+the same shape.
+
+A row serves the widths above the previous row's `max_n` up to its own: the sweep measured
+it at its `max_n` (`swept`), and the widths below it, down to the last measured width, take
+the same launch (the sweep's between-widths check times that rule).
 
 Paths:
 - "tile": a row fits one tile of block_n columns (held in registers); `rows` rows per program
@@ -15,6 +21,7 @@ Paths:
 import contextlib
 import dataclasses
 import functools
+import typing
 
 # Largest row, in elements, held in one tile; longer rows take the looped path. Above this the
 # fp32 copy of the row no longer fits the registers of one program.
@@ -68,6 +75,9 @@ class Launch:
     # (written once), else added to its partial row in global memory (L2) after every step,
     # which frees registers for wide rows. The loop path always does the latter.
     dw_resident: bool = True
+    # Forward tile path: the row is held as `chunks` tiles of block_n columns, so that a
+    # width such as 3 x 2048 takes no tile of the next power of two (1 elsewhere).
+    chunks: int = 1
 
     def grid(self, m: int, sm_count: int) -> int:
         """Number of programs for m rows on a device with sm_count multiprocessors."""
@@ -77,94 +87,58 @@ class Launch:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """One row of the table. For each op and element size the "tile" rules come first, by
-    the largest block_n (next power of two of N) they cover; then the "loop" rule (tile width
-    block_n) for every longer row."""
+    """One row of the launch table: the launch of op for rows of elem_bytes-byte elements
+    whose width n is at most max_n and above the previous row's max_n (None: every longer
+    row). Tile rows hold a row in one tile of block_n = next power of two of n columns, so a
+    tile row never spans two powers of two; loop rows walk a row of any length in tiles of
+    block_n. `swept` names the sweep measurement the row comes from ("" when it was carried
+    over from an earlier table without one)."""
 
     op: str  # "fwd", "add" (fused residual add + forward) or "bwd" (backward, both forms)
     elem_bytes: int  # widest streamed element: 2 (fp16/bf16), 4 (fp32), 8 (fp64)
-    block_n: int
+    max_n: typing.Optional[int]
     path: str
+    block_n: int
     rows: int
     num_warps: int
     num_stages: int
     programs_per_sm: int
     w_resident: bool
     dw_resident: bool = True
+    chunks: int = 1
+    swept: str = ""
 
 
-# 2- and 4-byte elements share a row until sweeps say otherwise (smem_budget trims stages);
-# 8-byte (float64) elements take half the rows. bf16 sweeps on an H200, 2026-11-29.
-#    block_n  rows  warps  stages  programs/SM  weight in registers  [dw in registers]
-_TILE = {
-    "fwd": (
-        (16, 128, 4, 3, 32, True),
-        (32, 128, 4, 3, 32, True),
-        (64, 64, 4, 3, 32, True),
-        (128, 64, 8, 3, 32, True),
-        (256, 32, 8, 3, 32, True),
-        (512, 4, 2, 3, 32, True),
-        (1024, 1, 2, 3, 32, True),
-        (2048, 4, 4, 3, 128, False),
-        (4096, 2, 4, 3, 64, True),
-        (8192, 2, 16, 2, 32, True),
-        (16384, 1, 8, 2, 32, False),
-        (32768, 1, 16, 1, 1, True),
-    ),
-    "add": (
-        (16, 128, 4, 3, 128, True),
-        (32, 64, 4, 3, 128, True),
-        (64, 32, 8, 3, 128, True),
-        (128, 16, 8, 3, 128, True),
-        (256, 8, 4, 3, 64, True),
-        (512, 4, 2, 3, 64, True),
-        (1024, 4, 2, 3, 64, True),
-        (2048, 1, 8, 3, 128, False),
-        (4096, 2, 16, 2, 32, True),
-        (8192, 4, 32, 2, 128, True),
-        (16384, 2, 16, 2, 32, False),
-        (32768, 1, 16, 2, 64, False),
-    ),
-    # Backward: programs/SM also sets how many fp32 dw partial rows the reduction reads, so
-    # it stays small for wide rows. Rows wider than the last tile here take the loop. Swept
-    # (bf16, H200) at 128, 2048, 4096, 8192, 16384; the rows between keep about 16 elements
-    # per thread like their swept neighbours.
-    "bwd": (
-        (16, 64, 2, 1, 8, True),
-        (32, 32, 2, 1, 8, True),
-        (64, 16, 2, 1, 8, True),
-        (128, 8, 2, 1, 8, True),
-        (256, 4, 2, 2, 8, True),
-        (512, 2, 2, 2, 8, True),
-        (1024, 1, 2, 3, 8, True),
-        (2048, 1, 2, 3, 4, True),
-        (4096, 1, 4, 3, 2, True),
-        (8192, 1, 8, 3, 1, True),
-        (16384, 1, 16, 1, 1, False),
-    ),
-}
-_LOOP = {
-    "fwd": (8192, 1, 32, 1, 6, False),
-    "add": (16384, 1, 32, 1, 6, False),
-    "bwd": (4096, 4, 8, 2, 1, False),
-}
-OPS = tuple(_TILE)
+def _derived_fp64(rules):
+    """float64 rows (not swept: the path for gradcheck): the 4-byte rows with half the rows
+    per program, tiles no wider than MAX_TILE[8] (longer rows take the loop row)."""
+    out = []
+    for r in rules:
+        if r.elem_bytes != 4 or (r.path == "tile" and r.block_n > MAX_TILE[8]):
+            continue
+        rows = max(1, r.rows // 2) if r.path == "tile" else r.rows
+        block_n = min(r.block_n, MAX_TILE[8])
+        out.append(dataclasses.replace(r, elem_bytes=8, rows=rows, block_n=block_n, swept=""))
+    return out
 
 
-def _rules():
-    rules = []
-    for op in OPS:
-        for eb in (2, 4, 8):
-            for bn, rows, *rest in _TILE[op]:
-                if bn > MAX_TILE[eb]:
-                    break
-                rows = max(1, rows // 2) if eb == 8 else rows
-                rules.append(Rule(op, eb, bn, "tile", rows, *rest))
-            rules.append(Rule(op, eb, _LOOP[op][0], "loop", *_LOOP[op][1:]))
-    return tuple(rules)
+@functools.lru_cache(maxsize=None)
+def rules(arch: int = DEFAULT_ARCH) -> typing.Tuple[Rule, ...]:
+    """The launch table of a GPU arch (rmsnorm/tables: generated by the sweep), grouped by op
+    and element size, each group by max_n."""
+    from rmsnorm import tables
+
+    base = tuple(Rule(*row) for row in tables.table_for(arch).RULES)
+    return base + tuple(_derived_fp64(base))
 
 
-RULES = _rules()
+def rules_for(op: str, elem_bytes: int, arch: int = DEFAULT_ARCH) -> typing.Tuple[Rule, ...]:
+    """The rows of one op and element size, narrowest first (the last covers every longer
+    row)."""
+    return tuple(r for r in rules(arch) if r.op == op and r.elem_bytes == elem_bytes)
+
+
+OPS = ("fwd", "add", "bwd")
 
 _max_tile_override = None
 
@@ -214,46 +188,46 @@ def backward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
     return _launch_for("bwd", n, elem_bytes, 3 if fused else 2, weight_bytes, arch)
 
 
-def tile_limit(op: str, elem_bytes: int) -> int:
-    """Widest row (a power of two) the tile path of op takes; longer rows take the loop."""
-    return max(r.block_n for r in RULES
-               if r.op == op and r.elem_bytes == elem_bytes and r.path == "tile")
+def rule_index(op: str, n: int, elem_bytes: int, arch: int = DEFAULT_ARCH) -> int:
+    """Index in rules_for(op, elem_bytes, arch) of the row that serves rows of n elements:
+    the first whose max_n is n or more (the last row takes every longer row)."""
+    group = rules_for(op, elem_bytes, arch)
+    for i, rule in enumerate(group[:-1]):
+        if n <= rule.max_n:
+            return i
+    return len(group) - 1
 
 
-def loop_block(op: str, elem_bytes: int) -> int:
-    """Tile width of the looped path of op (rows wider than tile_limit)."""
-    return _launch_for(op, 4 * tile_limit(op, elem_bytes), elem_bytes, 1, 0,
-                       DEFAULT_ARCH).block_n
+def rule_launch(rule: Rule, streams: int, weight_bytes: int, arch: int = DEFAULT_ARCH,
+                limit: typing.Optional[int] = None) -> Launch:
+    """The launch of a table row: its pipelining depth cut to the arch's shared memory for
+    `streams` row streams and the weight's element size; limit (tests) caps the tile."""
+    width = rule.block_n if limit is None else min(rule.block_n, limit)
+    warps = max(1, min(rule.num_warps, width * rule.chunks * rule.rows // 256))
+    reloads_weight = rule.path != "tile" or not rule.w_resident
+    per_stage = _stage_bytes(width * rule.chunks, rule.rows, rule.elem_bytes, weight_bytes,
+                             streams, reloads_weight)
+    return Launch(rule.path, width, rule.rows, warps,
+                  _fit_stages(rule.num_stages, per_stage, smem_budget(arch)),
+                  rule.programs_per_sm, rule.w_resident,
+                  rule.dw_resident and rule.path == "tile", rule.chunks)
 
 
 def _launch_for(op, n, elem_bytes, streams, weight_bytes, arch):
-    limit = MAX_TILE[elem_bytes]
-    if _max_tile_override is not None:
-        limit = min(limit, _max_tile_override)
-    return _launch(op, n, elem_bytes, streams, weight_bytes, limit, smem_budget(arch))
+    return _launch(op, n, elem_bytes, streams, weight_bytes, arch, _max_tile_override)
 
 
 @functools.lru_cache(maxsize=4096)  # on every call's path: keep the table walk off it
-def _launch(op, n, elem_bytes, streams, weight_bytes, limit, budget):
-    block_n = max(MIN_TILE, next_pow2(n))
-    for rule in RULES:
-        if rule.op != op or rule.elem_bytes != elem_bytes:
-            continue
-        if rule.path == "tile":
-            if block_n > min(rule.block_n, limit):
-                continue
-            width = block_n
-        else:
-            # A capped tile (tests) also narrows the loop's tile and its warps.
-            width = min(rule.block_n, limit)
-        warps = max(1, min(rule.num_warps, width * rule.rows // 256))
-        reloads_weight = rule.path != "tile" or not rule.w_resident
-        per_stage = _stage_bytes(width, rule.rows, elem_bytes, weight_bytes, streams,
-                                 reloads_weight)
-        return Launch(rule.path, width, rule.rows, warps,
-                      _fit_stages(rule.num_stages, per_stage, budget), rule.programs_per_sm,
-                      rule.w_resident, rule.dw_resident and rule.path == "tile")
-    raise AssertionError(f"no launch rule for op={op} elem_bytes={elem_bytes}")
+def _launch(op, n, elem_bytes, streams, weight_bytes, arch, limit):
+    group = rules_for(op, elem_bytes, arch)
+    rule = group[rule_index(op, n, elem_bytes, arch)]
+    if limit is not None and rule.path == "tile" and rule.block_n > limit:
+        # A capped tile (tests): the row takes the loop, whose tile (and warps) the cap
+        # narrows too.
+        rule = group[-1]
+    if limit is not None and rule.path == "loop":
+        return rule_launch(rule, streams, weight_bytes, arch, limit)
+    return rule_launch(rule, streams, weight_bytes, arch)
 
 
 def reduce_launch(n: int):

@@ -172,6 +172,9 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
         launch = configs.forward_launch(
             x.shape[-1], max(x.element_size(), residual.element_size() if fused else 0), fused,
             weight.element_size() if weight is not None else 0, _arch(x.device))
+    elif launch.path == "tile" and launch.block_n * launch.chunks < x.shape[-1]:
+        raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
+                         f"the rows have {x.shape[-1]}")
     spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(s),
                         None if weight is None else weight.dtype, rstd is not None,
                         casting_mode, launch)
@@ -229,7 +232,8 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
     sizes = (plan.rows, n, plan.inner, plan.rows if has_rstd else 0,
              *st["x"], *st.get("residual", zero), *st["y"], *st.get("s", zero))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
-                 W_RESIDENT=launch.w_resident, HAS_RES=fused, HAS_W=w_dtype is not None,
+                 W_RESIDENT=launch.w_resident, CHUNKS=launch.chunks, HAS_RES=fused,
+                 HAS_W=w_dtype is not None,
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
     kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
@@ -296,6 +300,8 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
         launch = configs.backward_launch(n, widest, dres is not None,
                                          weight.element_size() if weight is not None else 0,
                                          _arch(x.device))
+    elif launch.path == "tile" and launch.block_n < n:
+        raise ValueError(f"launch {launch} holds {launch.block_n} columns; the rows have {n}")
     spec = _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dres),
                           None if weight is None else weight.dtype, need_dw, casting_mode,
                           launch)
@@ -340,6 +346,7 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, 
                  HAS_W=w_dtype is not None,
                  HAS_DW=need_dw, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
+    assert launch.chunks == 1, "the backward kernels hold a row in one tile"
     kernel = bwd_tile_kernel if launch.path == "tile" else bwd_loop_kernel
     return (_prepare(kernel, _grid(launch, plan.rows, device), 7, flags,
                      launch.num_warps, (shape[-1], *sizes[3:])), sizes,

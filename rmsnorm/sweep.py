@@ -4,23 +4,31 @@
     python -m rmsnorm.sweep --op bwd --shapes 131072x128 16384x4096 1024x65536
 
 Coordinate descent from the table's launch: first the tile shape (rows per program, warps,
-weight in registers or re-read, pipelining stages), then programs per SM; the five fastest are
-timed again, longer. Each launch is checked before it is timed: forward launches against the
+weight in registers or re-read, pipelining stages, and for the forward ops at widths that are
+not a power of two the row in chunks of a narrower tile), then programs per SM for the three
+fastest shapes; the five fastest launches are timed again, longer. Each launch is checked before it is timed: forward launches against the
 recipe; backward launches (dx and dw) against the table's launch, itself checked against the
 recipe, within a tolerance, since dw's summation order depends on the launch. The backward is
 timed as a whole ops.backward call: programs per SM also sets how many dw partial rows its
-reduction reads. Each shape's winner is printed as a row of rmsnorm/configs.py's table
-(`_TILE[op]`, or `_LOOP[op]` for the loop path); results feed the table by hand.
+reduction reads. Each shape's winner is printed as it is found; `--json` keeps every timing,
+and `--table PATH` writes the arch's launch table with the winners (rmsnorm.table_gen; commit
+the JSON under docs/results/sweeps/ and regenerate the table from it there).
+
+Compiling dominates a sweep (a second or more per launch, tens of launches per shape):
+`--jobs N` compiles every shape's first-round launches ahead in N processes, which fill
+Triton's on-disk cache while the GPU times the shapes before.
 """
 
 import argparse
+import concurrent.futures
 import dataclasses
 import json
+import multiprocessing
 import sys
 
 import torch
 
-from rmsnorm import configs, ops, reference
+from rmsnorm import configs, ops, reference, table_gen
 from rmsnorm.bench import DTYPES, EPS, bench_ms, check_device, copy_gbps, make_grad, \
     make_inputs, moved_elements, parse_shape, prog_name, saved_rstd
 
@@ -33,25 +41,52 @@ def _warps_for(elements):
     return [w for w in (1, 2, 4, 8, 16, 32) if 8 <= elements / (32 * w) <= 64]
 
 
+def chunkings(n, block_n):
+    """(block_n, chunks) ways for a forward tile to hold rows of n elements: the power of two
+    block_n, and, for a width that wastes a quarter of it or more, the two tightest ways
+    (fewest masked lanes, then fewest chunks) of 2 to 8 chunks of 256 columns or more."""
+    out = [(block_n, 1)]
+    if 4 * n > 3 * block_n:
+        return out
+    split = []
+    for k in range(2, 9):
+        width = next_pow2_at_least(-(-n // k))
+        if width >= 256 and width * (k - 1) < n and width * k < block_n:
+            split.append((width * k - n, k, width))
+    return out + [(width, k) for _, k, width in sorted(split)[:2]]
+
+
+def next_pow2_at_least(n):
+    return configs.next_pow2(max(1, n))
+
+
 def shape_candidates(base, n, backward=False):
     """Launches around the table's: tile shape (rows per program, warps, weight in registers,
-    pipelining depth, and for the backward's wide rows dw partials in registers or not); for
-    rows longer than a tile, the loop's tile width and depth."""
+    pipelining depth, and for the backward's wide rows dw partials in registers or not; for
+    the forward ops, the row in chunks of a narrower tile where a power of two would waste
+    lanes); for rows longer than a tile, the loop's tile width and depth."""
     out = []
     if base.path == "tile":
         dw_choices = (True, False) if backward and base.block_n >= 4096 else (True,)
         # The backward holds two rows' worth (x and dy) per row: half the forward's tile.
         limit = 16384 if backward else 32768
-        for rows in sorted({max(1, base.rows // 2), base.rows, base.rows * 2}):
-            if rows * base.block_n > max(limit, base.block_n):
-                continue
-            for warps in _warps_for(rows * base.block_n):
-                for wres in ({True, False} if base.block_n >= 2048 else {True}):
-                    for stages in (1, 2, 3):
-                        for dwres in dw_choices:
-                            out.append(dataclasses.replace(
-                                base, rows=rows, num_warps=warps, w_resident=wres,
-                                num_stages=stages, dw_resident=dwres))
+        pow2 = base.block_n * base.chunks if base.chunks == 1 else configs.next_pow2(n)
+        ways = [(base.block_n, base.chunks)] if backward else chunkings(n, pow2)
+        if not backward and (base.block_n, base.chunks) not in ways:
+            ways.append((base.block_n, base.chunks))
+        for block_n, chunks in ways:
+            width = block_n * chunks
+            for rows in sorted({max(1, base.rows // 2), base.rows, base.rows * 2}):
+                if rows * width > max(limit, width):
+                    continue
+                for warps in _warps_for(rows * width):
+                    for wres in ({True, False} if width >= 2048 else {True}):
+                        for stages in (1, 2, 3):
+                            for dwres in dw_choices:
+                                out.append(dataclasses.replace(
+                                    base, block_n=block_n, chunks=chunks, rows=rows,
+                                    num_warps=warps, w_resident=wres, num_stages=stages,
+                                    dw_resident=dwres))
         return out
     # The backward's loop also takes several rows per step (one dw partial update for all).
     for rows in ((1, 2, 4) if backward else (1,)):
@@ -93,6 +128,57 @@ def expect_close(what, **pairs):
             raise AssertionError(f"{what}: {name} wrong at {bad} elements")
 
 
+def table_launch(op, n, dtype):
+    """The table's launch for op at rows of n elements of dtype (weight of the same dtype), as
+    forward_case and backward_case time it."""
+    eb = dtype.itemsize
+    if op == "bwd":
+        return configs.backward_launch(n, eb, False, eb)
+    return configs.forward_launch(n, eb, op == "add", eb)
+
+
+def first_round(op, n, dtype):
+    """The table's launch and the tile shapes tried around it (what --jobs compiles ahead)."""
+    table = table_launch(op, n, dtype)
+    family = _family(op)
+    start = dataclasses.replace(table,
+                                programs_per_sm=START_PROGRAMS_PER_SM[family][table.path])
+    return [table] + shape_candidates(start, n, backward=family == "bwd")
+
+
+def _compile_ahead(task):
+    """Runs each launch once on a few rows, so that its kernel lands in Triton's cache: a
+    kernel's specialization does not depend on the row count."""
+    op, n, dtype_name, launches = task
+    dtype = getattr(torch, dtype_name)
+    failed = []
+    for launch in launches:
+        try:
+            if op == "bwd":
+                backward_case(64, n, dtype, check_table=False)[1](launch)
+            else:
+                forward_case(op, 64, n, dtype)[1](launch)
+        except Exception as e:  # e.g. out of shared memory: the sweep itself says so again
+            failed.append(f"{launch}: {type(e).__name__}: {str(e)[:120]}")
+    torch.cuda.synchronize()
+    if failed:
+        print(f"  compile ahead, {op} N={n}: " + "; ".join(failed), file=sys.stderr, flush=True)
+    return len(launches)
+
+
+def compile_ahead(pool, shapes, ops_, dtype, chunk=4):
+    """{(op, m, n): [futures]} of every shape's first-round launches, compiled in pool."""
+    futures = {}
+    for op in ops_:
+        for m, n in shapes:
+            launches = first_round(op, n, dtype)
+            futures[(op, m, n)] = [
+                pool.submit(_compile_ahead, (op, n, str(dtype).replace("torch.", ""),
+                                             launches[i:i + chunk]))
+                for i in range(0, len(launches), chunk)]
+    return futures
+
+
 def forward_case(op, m, n, dtype):
     """(table launch, run, check) of a forward op at one shape: run(launch) calls it with that
     launch; check(launch) raises when the results are wrong."""
@@ -110,7 +196,7 @@ def forward_case(op, m, n, dtype):
     return table, run, check
 
 
-def backward_case(m, n, dtype):
+def backward_case(m, n, dtype, check_table=True):
     """(table launch, run, check) of the backward at one shape, as forward_case."""
     x, _, w = make_inputs("bwd", m, n, dtype)
     dy = make_grad(x)
@@ -121,6 +207,8 @@ def backward_case(m, n, dtype):
 
     table = configs.backward_launch(n, max(x.element_size(), dy.element_size()), False,
                                     w.element_size())
+    if not check_table:
+        return table, run, None
     dx_ref, dw_ref = run(table)
     dx_recipe, dw_recipe = reference.contract_rms_norm_backward(dy, x, w, rstd)
     expect_close(f"table launch {table} against the recipe", dx=(dx_ref, dx_recipe),
@@ -162,20 +250,27 @@ def sweep_shape(op, m, n, dtype, warmup, rep, log):
     family = _family(op)
     best = table
     measure(best)
-    start = dataclasses.replace(table,
-                                programs_per_sm=START_PROGRAMS_PER_SM[family][table.path])
-    for cand in shape_candidates(start, n, backward=family == "bwd"):
+    for cand in first_round(op, n, dtype)[1:]:
         if try_measure(cand) < measure(best):
             best = cand
-    for ppsm in PROGRAMS_PER_SM[family][best.path]:
-        cand = dataclasses.replace(best, programs_per_sm=ppsm)
-        if try_measure(cand) < measure(best):
-            best = cand
-    # Re-time the five fastest longer: single timings differ by a few percent.
-    finalists = sorted(timed, key=timed.get)[:5]
+    # Programs per SM for the three fastest tile shapes, not the fastest alone: a shape
+    # that lost at the starting value can win at another.
+    shapes = []
+    for launch in sorted(timed, key=timed.get):
+        shape = dataclasses.replace(launch, programs_per_sm=0)
+        if shape not in shapes:
+            shapes.append(shape)
+    for shape in shapes[:3]:
+        for ppsm in PROGRAMS_PER_SM[family][shape.path]:
+            cand = dataclasses.replace(shape, programs_per_sm=ppsm)
+            if try_measure(cand) < measure(best):
+                best = cand
+    # Re-time the five fastest longer, and the table's own launch (its first timing, the
+    # process's first launch, can read low): single timings differ by a few percent.
+    finalists = list(dict.fromkeys(sorted(timed, key=timed.get)[:5] + [table]))
     for launch in finalists:
         timed[launch] = min(timed[launch], bench_ms(lambda: run(launch), warmup, 3 * rep))
-    best = min(finalists + [table], key=timed.get)
+    best = min(finalists, key=timed.get)
 
     def gbps(launch):
         return nbytes / timed[launch] / 1e6
@@ -186,14 +281,6 @@ def sweep_shape(op, m, n, dtype, warmup, rep, log):
             "all": [dict(dataclasses.asdict(k), gbps=gbps(k)) for k in timed]}
 
 
-def configs_row(launch):
-    """A launch (as a dict) written as a row of configs._TILE[op] / _LOOP[op]."""
-    row = "({block_n}, {rows}, {num_warps}, {num_stages}, {programs_per_sm}, " \
-        "{w_resident}".format(**launch)
-    in_registers = launch.get("dw_resident", True) or launch["path"] != "tile"
-    return row + (")" if in_registers else ", False)")  # the loop rows have no such column
-
-
 def result_line(res):
     b = res["best"]
     return (f"| {res['op']} | {res['M']} x {res['N']} | {res['copy_gbps']:.0f} | "
@@ -201,8 +288,7 @@ def result_line(res):
             f"{res['best_gbps']:.0f} ({100 * res['best_gbps'] / res['copy_gbps']:.1f}) | "
             f"{b['path']} bn={b['block_n']} rows={b['rows']} w={b['num_warps']} "
             f"st={b['num_stages']} ppsm={b['programs_per_sm']} wres={b['w_resident']} "
-            f"dwres={b.get('dw_resident', True)} | "
-            f"{configs_row(b)} |")
+            f"dwres={b.get('dw_resident', True)} chunks={b.get('chunks', 1)} |")
 
 
 def main(argv=None):
@@ -213,24 +299,45 @@ def main(argv=None):
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     p.add_argument("--shapes", nargs="+", type=parse_shape, default=DEFAULT_SHAPES,
                    metavar="MxN")
-    p.add_argument("--warmup", type=float, default=10)
-    p.add_argument("--rep", type=float, default=40)
+    p.add_argument("--warmup", type=float, default=5, help="ms of warm-up per timing")
+    p.add_argument("--rep", type=float, default=20,
+                   help="ms of timing per launch (the five fastest: three times as long)")
     p.add_argument("--json", metavar="PATH")
+    p.add_argument("--table", metavar="PATH",
+                   help="write the launch table with this sweep's winners (needs --json)")
+    p.add_argument("--jobs", type=int, default=0,
+                   help="processes compiling ahead (0: none)")
     args = p.parse_args(argv)
+    if args.table and not args.json:
+        p.error("--table needs --json (the table names the sweep it comes from)")
     check_device("rmsnorm.sweep")
+    dtype = DTYPES[args.dtype]
+    pool = futures = None
+    if args.jobs:
+        # spawn: the children start without this process's CUDA state.
+        pool = concurrent.futures.ProcessPoolExecutor(
+            args.jobs, mp_context=multiprocessing.get_context("spawn"))
+        futures = compile_ahead(pool, args.shapes, args.op, dtype)
     # Rows are printed as each shape finishes, so a run cut short keeps its table so far.
-    print("| op | M x N | copy GB/s | table GB/s (%) | best GB/s (%) | best launch | "
-          "configs row |")
-    print("|---|---|---|---|---|---|---|", flush=True)
+    print("| op | M x N | copy GB/s | table GB/s (%) | best GB/s (%) | best launch |")
+    print("|---|---|---|---|---|---|", flush=True)
     results = []
     for op in args.op:
         for m, n in args.shapes:
-            res = sweep_shape(op, m, n, DTYPES[args.dtype], args.warmup, args.rep, sys.stderr)
+            if futures:
+                concurrent.futures.wait(futures.pop((op, m, n)))
+            res = sweep_shape(op, m, n, dtype, args.warmup, args.rep, sys.stderr)
             results.append(res)
             print(result_line(res), flush=True)
             if args.json:
                 with open(args.json, "w") as f:
                     json.dump(results, f, indent=1)
+    if pool:
+        pool.shutdown()
+    if args.table:
+        major, minor = torch.cuda.get_device_capability() if torch.cuda.is_available() \
+            else divmod(configs.DEFAULT_ARCH, 10)
+        table_gen.write(major * 10 + minor, [args.json], args.table)
 
 
 if __name__ == "__main__":

@@ -23,10 +23,13 @@ facts = {"unspecialized": {}, "int_types": {}, "pdl": {}, "compiled": {}}
 for k in (forward.fwd_tile_kernel, forward.fwd_loop_kernel, backward.bwd_tile_kernel,
           backward.bwd_loop_kernel, backward.dw_reduce_kernel):
     facts["unspecialized"][k.__name__] = sorted(p.name for p in k.params if p.do_not_specialize)
-specs = [aot.Spec("fwd", "bf16", True, True, block=4096),
-         aot.Spec("add", "f16", loop=True, block=configs.loop_block("add", 2)),
-         aot.Spec("bwd", "f32", True, has_dres=True, has_dw=True, block=256),
-         aot.Spec("reduce", "bf16", block=aot.reduce_blocks()[0])]
+def row(op, eb, n):
+    return configs.rule_index(op, n, eb)
+
+specs = [aot.Spec("fwd", "bf16", True, True, variant=row("fwd", 2, 4096)),
+         aot.Spec("add", "f16", variant=len(configs.rules_for("add", 2)) - 1),
+         aot.Spec("bwd", "f32", True, has_dres=True, has_dw=True, variant=row("bwd", 4, 256)),
+         aot.Spec("reduce", "bf16", variant=aot.reduce_blocks()[0].bit_length() - 1)]
 for spec in specs:
     kernel, types, consts, pointers, _, _, _ = aot._signature(spec, 90)
     facts["int_types"][spec.op] = sorted({t for n, t in types.items() if n not in consts
@@ -34,8 +37,8 @@ for spec in specs:
     facts["pdl"][spec.op] = [aot._signature(spec, a)[2]["PDL"] for a in (80, 89, 90, 100)]
 for arch in (80, 90):
     for align in (aot.ALIGN_NONE, aot.ALIGN_VEC):
-        ptx = aot.compile_one(aot.Spec("fwd", "f32", True, True, block=64, align=align),
-                              arch)["ptx"]
+        ptx = aot.compile_one(aot.Spec("fwd", "f32", True, True, variant=row("fwd", 4, 64),
+                                       align=align), arch)["ptx"]
         facts["compiled"][f"{arch}/{align}"] = {
             "wait": "griddepcontrol.wait" in ptx,
             "launch": "griddepcontrol.launch_dependents" in ptx,

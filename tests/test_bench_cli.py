@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from rmsnorm import bench, configs, sweep
+from rmsnorm import bench, configs, sweep, table_gen
 
 
 @pytest.fixture
@@ -62,27 +62,30 @@ def test_dw_reduction_replay_writes_the_backwards_dw(device, monkeypatch):
 
 @pytest.mark.parametrize("op, shape", [("fwd", "5x64"), ("add", "5x64"), ("bwd", "9x64"),
                                        ("bwd", "3x100")])
-def test_sweep_prints_the_winner_as_a_configs_row(fake_timer, monkeypatch, tmp_path, capsys,
-                                                  op, shape):
+def test_sweep_writes_its_winner_into_the_launch_table(fake_timer, monkeypatch, tmp_path,
+                                                       op, shape):
     # A few candidates only: on the GPU each new one is a kernel compile.
     real = sweep.shape_candidates
     monkeypatch.setattr(sweep, "shape_candidates",
                         lambda base, n, backward=False: real(base, n, backward)[:2])
     monkeypatch.setattr(sweep, "PROGRAMS_PER_SM", {"fwd": {"tile": (4,), "loop": (1,)},
                                                    "bwd": {"tile": (2,), "loop": (2,)}})
-    path = tmp_path / "sweep.json"
+    path, table = tmp_path / "sweep.json", tmp_path / "table.py"
     with configs.max_tile(64):  # 3x100 takes the loop path
-        sweep.main(["--op", op, "--shapes", shape, "--json", str(path)])
-    best = json.loads(path.read_text())[0]["best"]
+        sweep.main(["--op", op, "--shapes", shape, "--json", str(path), "--table", str(table)])
+    result = json.loads(path.read_text())[0]
+    best = result["best"]
     assert best["path"] == ("loop" if shape == "3x100" else "tile")
-    line = capsys.readouterr().out.splitlines()[-1]
-    row = re.search(r"\| \((\d+), (\d+), (\d+), (\d+), (\d+), (True|False)(, False)?\) \|$",
-                    line)
-    assert row, line
-    fields = ("block_n", "rows", "num_warps", "num_stages", "programs_per_sm")
-    assert [int(v) for v in row.groups()[:5]] == [best[k] for k in fields]
-    assert row.group(6) == str(best["w_resident"])
-    assert (row.group(7) is None) == (best["dw_resident"] or best["path"] == "loop")
+    written = {}
+    exec(table.read_text(), written)
+    n = result["N"]
+    rows = [configs.Rule(*r) for r in written["RULES"] if r[0] == op and r[1] == 2]
+    row = next(r for r in rows if r.max_n is None or r.max_n >= n)
+    assert row.max_n == n and str(path.name) in row.swept
+    for field in table_gen.LAUNCH_FIELDS:
+        want = best[field] and best["path"] == "tile" if field == "dw_resident" else best[field]
+        assert getattr(row, field) == want, field
+    assert str(path.name) in written["SOURCES"][-1]
 
 
 def test_mismatches_counts_wrong_and_nan_elements():

@@ -10,10 +10,14 @@ from rmsnorm import configs
 def test_every_n_gets_a_launch_that_covers_the_row(elem_bytes, fused):
     for n in list(range(1, 300)) + [1000, 4096, 5000, 32768, 32769, 65536, 262144, 10**7]:
         launch = configs.forward_launch(n, elem_bytes, fused)
-        if launch.path == "tile":
+        if launch.path == "tile" and launch.chunks == 1:
             # The narrowest power of two that holds the row, but never below MIN_TILE.
             assert launch.block_n == max(configs.MIN_TILE, configs.next_pow2(n))
             assert launch.block_n <= configs.MAX_TILE[elem_bytes]
+        elif launch.path == "tile":
+            # Chunks of a narrower tile that hold the row, none of them left empty.
+            assert launch.block_n * (launch.chunks - 1) < n <= launch.block_n * launch.chunks
+            assert launch.block_n * launch.chunks <= configs.MAX_TILE[elem_bytes]
         else:
             assert n > configs.MAX_TILE[elem_bytes] and launch.rows == 1
         assert launch.num_warps in (1, 2, 4, 8, 16, 32)

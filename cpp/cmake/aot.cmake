@@ -80,7 +80,8 @@ foreach(arch IN LISTS RMSNORM_CUDA_ARCHS)
         set(_rmsnorm_ptx ON)
     endif()
 endforeach()
-file(GLOB _rmsnorm_aot_inputs ${_rmsnorm_repo}/rmsnorm/kernels/*.py)
+file(GLOB _rmsnorm_aot_inputs ${_rmsnorm_repo}/rmsnorm/kernels/*.py
+     ${_rmsnorm_repo}/rmsnorm/tables/*.py)
 list(APPEND _rmsnorm_aot_inputs ${_rmsnorm_repo}/rmsnorm/configs.py
      ${_rmsnorm_repo}/rmsnorm/aot.py ${_rmsnorm_repo}/rmsnorm/aot_emit.py)
 string(REPLACE ";" " " _rmsnorm_archs "${RMSNORM_CUDA_ARCHS}")

@@ -20,25 +20,22 @@ rmsnorm_status unsupported(const std::string& message) {
     return fail(RMSNORM_ERROR_UNSUPPORTED, "rmsnorm: " + message);
 }
 
-uint32_t next_pow2(int64_t n) {  // n < 2^31 (check_dtypes)
-    uint64_t p = 1;
-    while (static_cast<int64_t>(p) < n) p <<= 1;
-    return static_cast<uint32_t>(p);
-}
-
-// The kernel of op for rows of n elements: tile or loop and the block width as
-// rmsnorm.configs._launch picks them; without a weight or in f32 both casting modes compute
+// The kernel of op for rows of n elements: the launch table's row for n, as
+// rmsnorm.configs.rule_index picks it; without a weight or in f32 both casting modes compute
 // the same, and the llama kernel serves both.
-KernelKey key_of(Op op, rmsnorm_dtype dtype, const void* weight, rmsnorm_casting_mode mode,
-                 int64_t n) {
+KernelKey key_of(const ImageSet& set, Op op, rmsnorm_dtype dtype, const void* weight,
+                 rmsnorm_casting_mode mode, int64_t n) {
     KernelKey key{op, static_cast<uint32_t>(dtype)};
     key.has_w = weight != nullptr;
     key.llama = !key.has_w || dtype == RMSNORM_F32 || mode == RMSNORM_LLAMA;
-    const int o = static_cast<int>(op), t = static_cast<int>(dtype);
-    const uint32_t width = std::max<uint32_t>(kMinTile, next_pow2(n));
-    key.loop = width > static_cast<uint32_t>(kTileLimit[o][t]);
-    key.block = key.loop ? static_cast<uint32_t>(kLoopBlock[o][t]) : width;
+    key.variant = set.rules->row_for(op, key.dtype, n);
     return key;
+}
+
+uint32_t log2_of(uint32_t pow2) {
+    uint32_t k = 0;
+    while ((1u << (k + 1)) <= pow2) ++k;
+    return k;
 }
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -213,7 +210,8 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
                   sr = fused ? row_stride(a.residual.stride, a) : 0,
                   sro = fused ? row_stride(a.residual_out.stride, a) : 0;
 
-    KernelKey key = key_of(fused ? Op::kAdd : Op::kForward, act, a.weight, a.casting_mode, a.n);
+    KernelKey key =
+        key_of(*c.device->set, fused ? Op::kAdd : Op::kForward, act, a.weight, a.casting_mode, a.n);
     key.align = alignment(a.n, {x, res, w, y, res_out, rstd}, {sx64, sr, sy64, sro});
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
@@ -272,7 +270,7 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
                            "; the GPU backward takes fewer than 2^31 rows per call");
     }
     if ((s = open(c)) != RMSNORM_SUCCESS) return s;
-    key = key_of(Op::kBackward, act, a.weight, a.casting_mode, a.n);
+    key = key_of(*c.device->set, Op::kBackward, act, a.weight, a.casting_mode, a.n);
     key.has_dres = fused;
     key.has_dw = a.dw != nullptr;
     const void* dres = fused ? a.dresidual.data : a.dx.data;
@@ -342,14 +340,15 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
     KernelKey rkey{Op::kReduce, static_cast<uint32_t>(a.weight_dtype)};
     int log2n = 0;
     while ((int64_t{1} << log2n) < a.n) ++log2n;
-    rkey.block = static_cast<uint32_t>(kReduceBlock[log2n]);
+    const uint32_t block_c = static_cast<uint32_t>(kReduceBlock[log2n]);
+    rkey.variant = log2_of(block_c);
     rkey.align = alignment(a.n, {workspace, a.dw}, {});
     Kernel rk{};
     if ((s = find_kernel(*c.driver, *c.device, rkey, &rk)) != RMSNORM_SUCCESS) return s;
     CUdeviceptr pdw = ptr(a.dw);
     int32_t partial_rows = static_cast<int32_t>(grid);
     void* rparams[] = {&pdwp, &pdw, &partial_rows, &n, &scratch, &scratch};
-    return launch(c, rk, (a.n + rkey.block - 1) / rkey.block, rparams, stream, a.launch_flags);
+    return launch(c, rk, (a.n + block_c - 1) / block_c, rparams, stream, a.launch_flags);
 }
 
 }  // namespace

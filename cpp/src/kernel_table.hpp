@@ -17,18 +17,32 @@ struct KernelKey {
     bool llama = false;
     bool has_dres = false;
     bool has_dw = false;
-    bool loop = false;
-    uint32_t block = 0;  // a power of two
+    // The forward ops and the backward: the launch table's row (WidthRules); the reduction:
+    // log2 of its column block.
+    uint32_t variant = 0;
     // What the kernel assumes (rmsnorm/aot.py): kVec, 16-byte aligned pointers and n and row
     // strides multiples of 16; kPointers, aligned pointers alone; kNone, nothing.
     enum Align : uint32_t { kNone = 0, kPointers = 1, kVec = 2 } align = kVec;
 
     uint32_t packed() const {
-        uint32_t log2 = 0;
-        while ((1u << (log2 + 1)) <= block) ++log2;
         return static_cast<uint32_t>(op) | dtype << 2 | uint32_t{has_w} << 4 |
                uint32_t{llama} << 5 | uint32_t{has_dres} << 6 | uint32_t{has_dw} << 7 |
-               uint32_t{loop} << 8 | uint32_t{align} << 9 | log2 << 11;
+               uint32_t{align} << 8 | variant << 10;
+    }
+};
+
+// The launch table's rows on one arch (rmsnorm.configs.rules_for), indexed [op][dtype]: rows
+// of n elements take the first row whose max_n is n or more; the last row's is INT64_MAX.
+constexpr int kMaxWidthRules = 48;  // rmsnorm/aot_emit.py's MAX_WIDTH_RULES
+struct WidthRules {
+    int count[3][3];
+    int64_t max_n[3][3][kMaxWidthRules];
+
+    uint32_t row_for(Op op, uint32_t dtype, int64_t n) const {
+        const int o = static_cast<int>(op), c = count[o][dtype];
+        int i = 0;
+        while (i + 1 < c && n > max_n[o][dtype][i]) ++i;
+        return static_cast<uint32_t>(i);
     }
 };
 
@@ -55,15 +69,12 @@ struct ImageSet {
     const unsigned char* blob;
     const KernelImage* kernels;
     size_t count;
+    const WidthRules* rules;  // the launch table its kernels were compiled from
 };
 
 extern const ImageSet kImageSets[];
 extern const size_t kImageSetCount;
 
-// The launch table's row-width rules (rmsnorm.configs), indexed [op][dtype].
-extern const int kMinTile;
-extern const int kTileLimit[3][3];
-extern const int kLoopBlock[3][3];
 // Columns per program of the dw reduction, by ceil(log2(n)).
 extern const int kReduceBlock[32];
 

@@ -1,8 +1,9 @@
 """RMSNorm forward and fused residual-add forward (device code only).
 
 Two paths, chosen by rmsnorm.configs:
-- `fwd_tile_kernel`: a row fits one tile of BLOCK_N columns; each program owns ROWS rows at a
-  time and loops over row blocks (persistent grid). Each input byte is read once.
+- `fwd_tile_kernel`: a row fits in registers as CHUNKS tiles of BLOCK_N columns (one tile for
+  most widths); each program owns ROWS rows at a time and loops over row blocks (persistent
+  grid). Each input byte is read once.
 - `fwd_loop_kernel`: rows longer than one tile; one row at a time per program, a first pass
   over the row for the sum of squares and a second pass (served mostly from L2) to normalize.
 
@@ -79,48 +80,68 @@ def fwd_tile_kernel(
     sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sro_o, sro_i,
     eps, offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
-    W_RESIDENT: tl.constexpr,
+    W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr,
     HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
+    # The row is held as CHUNKS tiles of BLOCK_N columns (a tuple of tensors): a width that
+    # is not a power of two, such as 3 x 2048, then needs no tile of the next power of two
+    # whose masked lanes would hold registers and threads for nothing.
     wait_for_prior_grid(PDL)
     eps, offset = _as_fp32(eps, offset)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < N
+    ws = ()
     if HAS_W and W_RESIDENT:
-        w = _load_weight(W, cols, col_mask, offset, ACC)[None, :]
+        for k in tl.static_range(CHUNKS):
+            w_cols = k * BLOCK_N + cols
+            ws = ws + (_load_weight(W, w_cols, w_cols < N, offset, ACC)[None, :],)
+    if HAS_RES:
+        norm_dtype: tl.constexpr = RO.dtype.element_ty
     else:
-        w = offset
+        norm_dtype: tl.constexpr = X.dtype.element_ty
     n_blocks = tl.cdiv(M, ROWS)
     for blk in tl.range(pid, n_blocks, nprog, num_stages=NUM_STAGES):
         rows = tl.cast(blk, tl.int64) * ROWS + tl.arange(0, ROWS)
         row_mask = rows < M
-        mask = row_mask[:, None] & col_mask[None, :]
-        x_at = _row_start(rows, H, sx_o, sx_i, TWO_LEVEL)[:, None] + cols[None, :]
-        v = tl.load(X + x_at, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
-        if HAS_RES:
-            r_at = _row_start(rows, H, sr_o, sr_i, TWO_LEVEL)[:, None] + cols[None, :]
-            res = tl.load(R + r_at, mask=mask, other=0.0, eviction_policy="evict_first")
-            s = round_to(v + res.to(ACC), RO.dtype.element_ty, SOFT_BF16)
-            ro_at = _row_start(rows, H, sro_o, sro_i, TWO_LEVEL)[:, None] + cols[None, :]
-            tl.store(RO + ro_at, s, mask=mask)
-            v = s.to(ACC)
-            norm_dtype: tl.constexpr = RO.dtype.element_ty
-        else:
-            norm_dtype: tl.constexpr = X.dtype.element_ty
-        rstd = _inv_rms(tl.sum(v * v, axis=1), N, eps, ACC)
-        if HAS_W and not W_RESIDENT:
-            # Long rows: the weight would take as many registers as the row; L1 serves it.
-            w_row = _load_weight(W, cols, col_mask, offset, ACC)[None, :]
-        else:
-            w_row = w
+        x_row = _row_start(rows, H, sx_o, sx_i, TWO_LEVEL)[:, None]
+        vs = ()
+        for k in tl.static_range(CHUNKS):
+            c = (k * BLOCK_N + cols)[None, :]
+            mask = row_mask[:, None] & (c < N)
+            v = tl.load(X + x_row + c, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(ACC)
+            if HAS_RES:
+                r_at = _row_start(rows, H, sr_o, sr_i, TWO_LEVEL)[:, None] + c
+                res = tl.load(R + r_at, mask=mask, other=0.0, eviction_policy="evict_first")
+                s = round_to(v + res.to(ACC), RO.dtype.element_ty, SOFT_BF16)
+                ro_at = _row_start(rows, H, sro_o, sro_i, TWO_LEVEL)[:, None] + c
+                tl.store(RO + ro_at, s, mask=mask)
+                v = s.to(ACC)
+            # Squares summed chunk by chunk, element by element, then across the tile: one
+            # order for every row of a width.
+            if k == 0:
+                sq = v * v
+            else:
+                sq += v * v
+            vs = vs + (v,)
+        rstd = _inv_rms(tl.sum(sq, axis=1), N, eps, ACC)
         tl.store(RSTD + rows, rstd, mask=rows < rstd_rows)
-        y = _scale(v, rstd[:, None], w_row, norm_dtype, HAS_W, LLAMA, SOFT_BF16)
-        y_at = _row_start(rows, H, sy_o, sy_i, TWO_LEVEL)[:, None] + cols[None, :]
-        tl.store(Y + y_at, round_to(y, Y.dtype.element_ty, SOFT_BF16), mask=mask)
+        y_row = _row_start(rows, H, sy_o, sy_i, TWO_LEVEL)[:, None]
+        for k in tl.static_range(CHUNKS):
+            c = (k * BLOCK_N + cols)[None, :]
+            mask = row_mask[:, None] & (c < N)
+            if HAS_W and W_RESIDENT:
+                w = ws[k]
+            elif HAS_W:
+                # Long rows: the weight would take as many registers as the row; L1 serves it.
+                w = _load_weight(W, c, c < N, offset, ACC)
+            else:
+                w = offset
+            y = _scale(vs[k], rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16)
+            tl.store(Y + y_row + c, round_to(y, Y.dtype.element_ty, SOFT_BF16), mask=mask)
 
 
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
@@ -130,14 +151,15 @@ def fwd_loop_kernel(
     sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sro_o, sro_i,
     eps, offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
-    W_RESIDENT: tl.constexpr,
+    W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr,
     HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
-    # ROWS and W_RESIDENT are part of the shared signature; this path owns one row at a time
-    # and streams the weight with the row.
+    # ROWS, W_RESIDENT and CHUNKS are part of the shared signature; this path owns one row
+    # at a time, walks it in tiles and streams the weight with the row.
     tl.static_assert(ROWS == 1)
+    tl.static_assert(CHUNKS == 1)
     wait_for_prior_grid(PDL)
     eps, offset = _as_fp32(eps, offset)
     pid = tl.program_id(0)

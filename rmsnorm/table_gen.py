@@ -1,0 +1,219 @@
+"""Writes a GPU arch's launch table (rmsnorm/tables/sm<arch>.py) from sweep results.
+
+    python -m rmsnorm.table_gen --arch 90 docs/results/sweeps/h200-*.json
+
+The table's rows start as the file's current rows; each sweep result (one op, dtype and
+width N, from `python -m rmsnorm.sweep --json`) then sets the row that serves N: it replaces
+the row whose max_n is N or adds one, with the fastest launch the sweep measured there when
+that beat the table's own launch by more than MARGIN, else with the table's. A
+width between two measured ones takes the row of the next measured width above it (the rule
+configs.rule_index applies); the widest measured loop launch also takes every longer row.
+Neighbouring rows with the same launch are merged. The result is deterministic: applying a
+table's own SOURCES to it again gives the same table (tests/test_configs.py checks that the
+committed table is such a fixed point, so it cannot drift from its measurements by hand).
+"""
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import re
+import sys
+
+from rmsnorm import configs
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ELEM_BYTES = {"torch.bfloat16": 2, "torch.float16": 2, "torch.float32": 4}
+LAUNCH_FIELDS = ("path", "block_n", "rows", "num_warps", "num_stages", "programs_per_sm",
+                 "w_resident", "dw_resident", "chunks")
+
+
+def table_path(arch: int) -> pathlib.Path:
+    return ROOT / "rmsnorm" / "tables" / f"sm{arch}.py"
+
+
+def _launch_of(rule):
+    return tuple(getattr(rule, f) for f in LAUNCH_FIELDS)
+
+
+def swept_label(result, source):
+    pct = 100 * result["best_gbps"] / result["copy_gbps"]
+    dtype = result["dtype"].replace("torch.", "")
+    return f"{result['M']}x{result['N']} {dtype} {pct:.1f}% ({pathlib.Path(source).name})"
+
+
+# A sweep's winner replaces the launch the table had when it was swept only when it measured
+# more than this much faster: single timings differ by a few percent, and a smaller gain at
+# the swept row count is as likely a loss at another (the table serves every M).
+MARGIN = 0.02
+
+
+def kept_launch(result):
+    """The launch a sweep result puts in the table: its fastest, unless the table's own was
+    within MARGIN of it."""
+    if result["best_gbps"] <= result["table_gbps"] * (1 + MARGIN):
+        return result["table"]
+    return result["best"]
+
+
+def rule_from_result(result, source):
+    best = kept_launch(result)
+    eb = ELEM_BYTES[result["dtype"]]
+    return configs.Rule(result["op"], eb, result["N"], best["path"], best["block_n"],
+                        best["rows"], best["num_warps"], best["num_stages"],
+                        best["programs_per_sm"], best["w_resident"],
+                        best.get("dw_resident", True) and best["path"] == "tile",
+                        best.get("chunks", 1), swept_label(result, source))
+
+
+def _check_group(group):
+    for prev, rule in zip((None,) + group[:-1], group):
+        if rule.chunks > 1:
+            width = rule.block_n * rule.chunks
+            if rule.op == "bwd" or rule.path != "tile":
+                raise ValueError(f"{rule}: only the forward ops' tiles come in chunks")
+            if not rule.block_n * (rule.chunks - 1) < rule.max_n <= width or \
+                    width > configs.MAX_TILE[rule.elem_bytes]:
+                raise ValueError(f"{rule}: {rule.chunks} chunks of {rule.block_n} must hold "
+                                 f"its max_n with none left empty, at most "
+                                 f"{configs.MAX_TILE[rule.elem_bytes]} elements")
+        elif rule.path == "tile":
+            bucket = max(configs.MIN_TILE, configs.next_pow2(rule.max_n))
+            if rule.block_n != bucket or rule.block_n > configs.MAX_TILE[rule.elem_bytes]:
+                raise ValueError(f"{rule}: a tile row's block_n must be the next power of "
+                                 f"two of its max_n ({bucket}), at most "
+                                 f"{configs.MAX_TILE[rule.elem_bytes]}")
+            if prev is not None and prev.max_n < rule.block_n // 2 and \
+                    rule.block_n > configs.MIN_TILE:
+                raise ValueError(f"{rule}: serves widths from {prev.max_n + 1}, below its "
+                                 f"power of two's half: measure {rule.block_n // 2}")
+    if group[-1].path != "loop" or group[-1].max_n is not None:
+        raise ValueError(f"{group[-1]}: the last row of a group is a loop row for every "
+                         "longer width (max_n None)")
+
+
+def _merge(group):
+    """Neighbouring rows of one launch become one (the wider's max_n, both labels)."""
+    out = []
+    for rule in group:
+        if out and _launch_of(out[-1]) == _launch_of(rule):
+            parts = out[-1].swept.split("; ") + rule.swept.split("; ")
+            labels = "; ".join(dict.fromkeys(s for s in parts if s))
+            rule = dataclasses.replace(rule, swept=labels)
+            out.pop()
+        out.append(rule)
+    return out
+
+
+def _points(rule):
+    """A row as the measurements it merged (one row per label, at the label's width) and,
+    where its own max_n is none of theirs, itself without a label: rows and points then
+    merge back to the same table."""
+    points = []
+    for label in filter(None, rule.swept.split("; ")):
+        n = int(re.match(r"\d+x(\d+) ", label).group(1))
+        points.append(dataclasses.replace(rule, max_n=n, swept=label))
+    if rule.max_n is None or all(p.max_n != rule.max_n for p in points):
+        points.append(dataclasses.replace(rule, swept=""))
+    return points
+
+
+def generate(base, results):
+    """The table's rows (configs.Rule, 2- and 4-byte groups) from base rows and (result,
+    source) pairs, applied in order."""
+    groups = {}
+    for rule in base:
+        groups.setdefault((rule.op, rule.elem_bytes), []).extend(_points(rule))
+    for result, source in results:
+        new = rule_from_result(result, source)
+        key = (new.op, new.elem_bytes)
+        if key not in groups:
+            raise ValueError(f"no base rows for op {new.op}, {new.elem_bytes}-byte elements")
+        group = [r for r in groups[key] if r.max_n != new.max_n] + [new]
+        groups[key] = sorted(group, key=lambda r: float("inf") if r.max_n is None else r.max_n)
+    for key, group in groups.items():
+        widest = [r for r in group if r.max_n is not None][-1]
+        if widest.path == "loop" and widest.swept:
+            # The widest measured loop launch also serves every longer row.
+            group[-1] = dataclasses.replace(widest, max_n=None, swept="")
+    out = []
+    for key in sorted(groups, key=lambda k: (configs.OPS.index(k[0]), k[1])):
+        group = tuple(_merge(groups[key]))
+        _check_group(group)
+        out.extend(group)
+    return tuple(out)
+
+
+HEADER = '''"""Launch table for sm_{arch}. Generated by `python -m rmsnorm.table_gen` (rmsnorm/table_gen.py)
+from the sweeps in SOURCES: do not edit; re-run the sweep (docs/DEVELOPING.md, "Tuning").
+Rows whose `swept` is empty were carried over from the hand-kept table of 2026-11-29 (bf16
+sweeps on an H200, docs/results/h200-sweep-bf16.json and h200-sweep-bwd.json, whose 4-byte
+rows repeated the 2-byte ones)."""
+
+SOURCES = {sources!r}
+
+# configs.Rule: op, elem_bytes, max_n, path, block_n, rows, num_warps, num_stages,
+# programs_per_sm, w_resident, dw_resident, chunks, then `swept`: "MxN dtype % of the same-bytes
+# copy (sweep file)" of each measurement the row holds
+RULES = (
+{rows})
+'''
+
+
+def _row(rule):
+    """A row as its tuple, the label on a line of its own."""
+    launch = repr(dataclasses.astuple(rule)[:-1])[:-1]  # without its closing parenthesis
+    return f"    {launch},\n     {rule.swept!r}),\n"
+
+
+def render(arch, rules, sources):
+    rows = "".join(_row(r) for r in rules)
+    return HEADER.format(arch=arch, sources=tuple(sources), rows=rows)
+
+
+def load_results(paths):
+    """(result, source) pairs of sweep JSON files; source is the path relative to the
+    repository when the file lies inside it."""
+    out = []
+    for path in paths:
+        path = pathlib.Path(path).resolve()
+        try:
+            source = str(path.relative_to(ROOT))
+        except ValueError:
+            source = path.name
+        out.extend((result, source) for result in json.loads(path.read_text()))
+    return out
+
+
+def write(arch, paths, out=None):
+    """Applies the sweeps at paths to arch's table and writes it (to out, default the
+    table's own file)."""
+    from rmsnorm import tables
+
+    module = tables.table_for(arch)
+    base = tuple(configs.Rule(*row) for row in module.RULES)
+    results = load_results(paths)
+    sources = list(module.SOURCES)
+    for _, source in results:
+        if source not in sources:
+            sources.append(source)
+    text = render(arch, generate(base, results), sources)
+    pathlib.Path(out or table_path(arch)).write_text(text)
+    return text
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m rmsnorm.table_gen", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sweeps", nargs="+", help="JSON files of python -m rmsnorm.sweep --json")
+    p.add_argument("--arch", type=int, default=configs.DEFAULT_ARCH,
+                   help="compute capability, major*10+minor (default: 90)")
+    p.add_argument("--out", help="where to write (default: rmsnorm/tables/sm<arch>.py)")
+    args = p.parse_args(argv)
+    write(args.arch, args.sweeps, args.out)
+    print(f"wrote {args.out or table_path(args.arch)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The launch table is generated from sweep results (rmsnorm.table_gen): the committed table
+is exactly what its sweeps give, every width has one row, and a width between two measured
+ones takes the row of the next measured width above it."""
+
+import dataclasses
+import json
+import re
+
+import pytest
+
+from rmsnorm import aot_emit, configs, table_gen, tables
+
+
+def _result(op, n, dtype="torch.bfloat16", m=64, pct=90.0, table_pct=50.0, **launch):
+    table = dict(path="tile", block_n=max(configs.MIN_TILE, configs.next_pow2(n)), rows=1,
+                 num_warps=4, num_stages=2, programs_per_sm=8, w_resident=True,
+                 dw_resident=True, chunks=1)
+    best = dict(table, **launch)
+    return {"op": op, "M": m, "N": n, "dtype": dtype, "copy_gbps": 100.0, "best": best,
+            "best_gbps": pct, "table": table, "table_gbps": table_pct}
+
+
+def _base():
+    return tuple(configs.Rule(*row) for row in tables.table_for(90).RULES)
+
+
+def test_the_committed_table_is_what_its_sweeps_give():
+    module = tables.table_for(90)
+    results = table_gen.load_results([table_gen.ROOT / s for s in module.SOURCES])
+    assert module.SOURCES, "the table names the sweeps it comes from"
+    regenerated = table_gen.render(90, table_gen.generate(_base(), results), module.SOURCES)
+    assert regenerated == table_gen.table_path(90).read_text()
+
+
+def test_every_group_ends_with_a_loop_row_for_every_longer_width():
+    for op in configs.OPS:
+        for eb in (2, 4, 8):
+            group = configs.rules_for(op, eb)
+            assert group[-1].path == "loop" and group[-1].max_n is None
+            bounds = [r.max_n for r in group[:-1]]
+            assert bounds == sorted(set(bounds)), (op, eb)
+
+
+def test_a_measured_width_sets_the_row_that_serves_it():
+    new = table_gen.generate(_base(), [(_result("fwd", 6144, rows=3), "s.json")])
+    fwd = [r for r in new if r.op == "fwd" and r.elem_bytes == 2]
+    row = next(r for r in fwd if r.max_n is not None and r.max_n >= 6144)
+    assert (row.max_n, row.block_n, row.rows) == (6144, 8192, 3)
+    assert row.swept == "64x6144 bfloat16 90.0% (s.json)"
+    # Widths above it, up to the next measured one, keep that one's row.
+    above = next(r for r in fwd if r.max_n is not None and r.max_n > 6144)
+    assert above.max_n == 8192 and above.rows != 3
+
+
+def test_widths_between_measured_ones_take_the_next_measured_row_above():
+    group = configs.rules_for("fwd", 2)
+    for lower, upper in zip(group[:-2], group[1:-1]):
+        for n in {lower.max_n + 1, (lower.max_n + upper.max_n) // 2, upper.max_n}:
+            assert group[configs.rule_index("fwd", n, 2)] == upper
+    assert configs.rule_index("fwd", 10**9, 2) == len(group) - 1
+
+
+def test_a_winner_within_the_margin_keeps_the_tables_launch():
+    close = _result("fwd", 4096, rows=9, pct=90.0, table_pct=90.0 / (1 + table_gen.MARGIN))
+    far = _result("fwd", 4096, rows=9, pct=90.0, table_pct=85.0)
+    for result, rows in ((close, 1), (far, 9)):
+        fwd = [r for r in table_gen.generate(_base(), [(result, "s.json")])
+               if r.op == "fwd" and r.elem_bytes == 2 and r.max_n == 4096]
+        assert [r.rows for r in fwd] == [rows]
+        assert "s.json" in fwd[0].swept  # measured either way
+
+
+def test_neighbouring_rows_of_one_launch_are_merged():
+    results = [(_result("add", 1536, rows=5, block_n=2048), "a.json"),
+               (_result("add", 2048, rows=5), "b.json")]
+    add = [r for r in table_gen.generate(_base(), results) if r.op == "add" and r.elem_bytes == 2]
+    merged = [r for r in add if r.rows == 5 and r.block_n == 2048]
+    assert len(merged) == 1 and merged[0].max_n == 2048
+    assert merged[0].swept.count("a.json") == 1 and "b.json" in merged[0].swept
+    assert not any(r.max_n == 1536 for r in add)
+
+
+def test_the_widest_measured_loop_also_serves_longer_rows():
+    result = _result("fwd", 1 << 22, path="loop", block_n=4096, rows=1, num_warps=16)
+    fwd = [r for r in table_gen.generate(_base(), [(result, "s.json")])
+           if r.op == "fwd" and r.elem_bytes == 2]
+    assert fwd[-1].max_n is None and fwd[-1].num_warps == 16 and "s.json" in fwd[-1].swept
+
+
+def test_a_tile_row_wider_than_its_widths_power_of_two_is_refused():
+    with pytest.raises(ValueError, match="next power of two"):
+        table_gen.generate(_base(), [(_result("fwd", 3000, block_n=8192), "s.json")])
+
+
+def test_fp32_results_set_the_four_byte_rows_only():
+    new = table_gen.generate(_base(), [(_result("fwd", 4096, "torch.float32", rows=7), "s")])
+    assert [r.rows for r in new if r.op == "fwd" and r.max_n == 4096] == \
+        [r.rows for r in _base() if r.op == "fwd" and r.max_n == 4096 and r.elem_bytes == 2] + [7]
+
+
+def test_writing_the_table_records_its_sources(tmp_path):
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text(json.dumps([_result("bwd", 3072, rows=1)]))
+    out = tmp_path / "sm90.py"
+    table_gen.write(90, [sweep], out)
+    written = {}
+    exec(out.read_text(), written)
+    assert written["SOURCES"][-1] == "sweep.json"
+    rows = [configs.Rule(*r) for r in written["RULES"]]
+    assert any(r.op == "bwd" and r.max_n == 3072 and "sweep.json" in r.swept for r in rows)
+
+
+def test_the_cpp_runtime_gets_the_tables_width_bounds():
+    line = aot_emit._width_rules(90)[0]
+    # Innermost braces: three rows of counts (by op), then nine lists of bounds.
+    groups = [g.split(", ") for g in re.findall(r"\{([^{}]*)\}", line)]
+    counts = [c for row in groups[:3] for c in row]
+    bounds = groups[3:]
+    assert len(counts) == len(bounds) == 9
+    for op_index, op in enumerate(configs.OPS):
+        for dtype_index, dtype in enumerate(("f32", "f16", "bf16")):
+            group = configs.rules_for(op, 4 if dtype == "f32" else 2)
+            i = op_index * 3 + dtype_index
+            assert counts[i] == str(len(group))
+            assert bounds[i] == [str(r.max_n) if r.max_n is not None else "INT64_MAX"
+                                 for r in group]
+
+
+def test_rows_keep_their_launch_fields():
+    # The sweep's JSON and the table share the launch's field names.
+    fields = {f.name for f in dataclasses.fields(configs.Launch)}
+    assert set(table_gen.LAUNCH_FIELDS) == fields
