@@ -23,14 +23,16 @@ import argparse
 import concurrent.futures
 import dataclasses
 import json
+import math
 import multiprocessing
 import sys
 
 import torch
 
-from rmsnorm import configs, ops, reference, table_gen
-from rmsnorm.bench import DTYPES, EPS, bench_ms, check_device, copy_gbps, make_grad, \
-    make_inputs, moved_elements, parse_shape, prog_name, saved_rstd
+from rmsnorm import configs, ops, reference, suite, table_gen
+from rmsnorm.bench import DTYPES, EPS, TIMERS, check_device, copy_gbps, \
+    input_sets, make_grad, make_inputs, moved_elements, parse_shape, prog_name, rotating, \
+    saved_rstd
 
 DEFAULT_SHAPES = [(524288, 128), (65536, 1024), (32768, 2048), (16384, 4096), (16384, 8192),
                   (8192, 16384), (4096, 32768), (1024, 65536), (256, 262144)]
@@ -179,10 +181,10 @@ def compile_ahead(pool, shapes, ops_, dtype, chunk=4):
     return futures
 
 
-def forward_case(op, m, n, dtype):
+def forward_case(op, m, n, dtype, seed=0):
     """(table launch, run, check) of a forward op at one shape: run(launch) calls it with that
     launch; check(launch) raises when the results are wrong."""
-    x, r, w = make_inputs(op, m, n, dtype)
+    x, r, w = make_inputs(op, m, n, dtype, seed)
     src = reference.residual_add(x, r) if r is not None else x
     ref = reference.contract_rms_norm(src, w, EPS)[0]
 
@@ -196,10 +198,11 @@ def forward_case(op, m, n, dtype):
     return table, run, check
 
 
-def backward_case(m, n, dtype, check_table=True):
-    """(table launch, run, check) of the backward at one shape, as forward_case."""
-    x, _, w = make_inputs("bwd", m, n, dtype)
-    dy = make_grad(x)
+def backward_case(m, n, dtype, check_table=True, seed=0):
+    """(table launch, run, check) of the backward at one shape, as forward_case; without
+    check_table, check is None (the table's launch is not run against the recipe)."""
+    x, _, w = make_inputs("bwd", m, n, dtype, seed)
+    dy = make_grad(x, seed + 1)
     rstd = saved_rstd(x, w)
 
     def run(launch):
@@ -221,24 +224,53 @@ def backward_case(m, n, dtype, check_table=True):
     return table, run, check
 
 
-def sweep_shape(op, m, n, dtype, warmup, rep, log):
+class Size:
+    """One row count a launch is timed at: the case's runs (one per input set), the bytes one
+    call moves, its copy ceiling and how it is timed (bench.TIMERS)."""
+
+    def __init__(self, op, m, n, dtype, timing, warmup, rep):
+        self.m, self.timing = m, timing
+        self.nbytes = moved_elements(op, m, n) * dtype.itemsize
+        sets = input_sets(timing, self.nbytes)
+        cases = [(backward_case(m, n, dtype, check_table=k == 0, seed=2 * k) if op == "bwd"
+                  else forward_case(op, m, n, dtype, seed=2 * k)) for k in range(sets)]
+        self.table, _, self.check = cases[0]
+        self.runs = [c[1] for c in cases]
+        self.copy = copy_gbps(self.nbytes, warmup, rep, timing, sets)
+
+    def ms(self, launch, warmup, rep):
+        return TIMERS[self.timing](rotating([lambda r=r: r(launch) for r in self.runs]),
+                                   warmup, rep)
+
+    def pct(self, ms):
+        return 100 * self.nbytes / ms / 1e6 / self.copy
+
+
+def sweep_shape(op, m, n, dtype, warmup, rep, log, small_m=None):
+    """The sweep of one shape (see the module docstring). With small_m, every launch is also
+    timed at small_m rows as the suite times its 2^23-element cases (CUDA graphs over input
+    sets three times the L2), and launches rank by the geometric mean of their % of copy at
+    both sizes: the table serves every row count from one row per width."""
     torch.cuda.empty_cache()  # the last shape's tensors died with its closures: free them
-    if op == "bwd":
-        table, run, check = backward_case(m, n, dtype)
-    else:
-        table, run, check = forward_case(op, m, n, dtype)
-    nbytes = moved_elements(op, m, n) * dtype.itemsize
-    copy = copy_gbps(nbytes, warmup, rep)
-    timed = {}
+    sizes = [Size(op, m, n, dtype, "median", warmup, rep)]
+    if small_m:
+        sizes.append(Size(op, small_m, n, dtype, "graph_hbm", warmup, rep))
+    table = sizes[0].table
+    timed = {}  # launch -> [ms at each size]
+
+    def score(launch):
+        """Geometric mean of the % of copy at the sizes (higher is better)."""
+        pcts = [size.pct(ms) for size, ms in zip(sizes, timed[launch])]
+        return math.prod(pcts) ** (1 / len(pcts))
 
     def measure(launch):
         if launch not in timed:
-            check(launch)
-            timed[launch] = bench_ms(lambda: run(launch), warmup, rep)
-            gbps = nbytes / timed[launch] / 1e6
-            print(f"  {op} {m}x{n} {launch} {gbps:.0f} GB/s ({100 * gbps / copy:.1f}%)",
-                  file=log, flush=True)
-        return timed[launch]
+            for size in sizes:
+                size.check(launch)
+            timed[launch] = [size.ms(launch, warmup, rep) for size in sizes]
+            pcts = " / ".join(f"{size.pct(ms):.1f}%" for size, ms in zip(sizes, timed[launch]))
+            print(f"  {op} {m}x{n} {launch} {pcts}", file=log, flush=True)
+        return -score(launch)
 
     def try_measure(launch):
         try:
@@ -253,10 +285,10 @@ def sweep_shape(op, m, n, dtype, warmup, rep, log):
     for cand in first_round(op, n, dtype)[1:]:
         if try_measure(cand) < measure(best):
             best = cand
-    # Programs per SM for the three fastest tile shapes, not the fastest alone: a shape
-    # that lost at the starting value can win at another.
+    # Programs per SM for the three best tile shapes, not the best alone: a shape that lost
+    # at the starting value can win at another.
     shapes = []
-    for launch in sorted(timed, key=timed.get):
+    for launch in sorted(timed, key=measure):
         shape = dataclasses.replace(launch, programs_per_sm=0)
         if shape not in shapes:
             shapes.append(shape)
@@ -265,20 +297,29 @@ def sweep_shape(op, m, n, dtype, warmup, rep, log):
             cand = dataclasses.replace(shape, programs_per_sm=ppsm)
             if try_measure(cand) < measure(best):
                 best = cand
-    # Re-time the five fastest longer, and the table's own launch (its first timing, the
+    # Re-time the five best longer, and the table's own launch (its first timing, the
     # process's first launch, can read low): single timings differ by a few percent.
-    finalists = list(dict.fromkeys(sorted(timed, key=timed.get)[:5] + [table]))
+    finalists = list(dict.fromkeys(sorted(timed, key=measure)[:5] + [table]))
     for launch in finalists:
-        timed[launch] = min(timed[launch], bench_ms(lambda: run(launch), warmup, 3 * rep))
-    best = min(finalists, key=timed.get)
+        timed[launch] = [min(old, size.ms(launch, warmup, 3 * rep))
+                         for size, old in zip(sizes, timed[launch])]
+    best = min(finalists, key=measure)
 
-    def gbps(launch):
-        return nbytes / timed[launch] / 1e6
+    def gbps(launch, i=0):
+        return sizes[i].nbytes / timed[launch][i] / 1e6
 
-    return {"op": op, "M": m, "N": n, "dtype": str(dtype), "copy_gbps": copy,
-            "table": dataclasses.asdict(table), "table_gbps": gbps(table),
-            "best": dataclasses.asdict(best), "best_gbps": gbps(best),
-            "all": [dict(dataclasses.asdict(k), gbps=gbps(k)) for k in timed]}
+    result = {"op": op, "M": m, "N": n, "dtype": str(dtype), "copy_gbps": sizes[0].copy,
+              "table": dataclasses.asdict(table), "table_gbps": gbps(table),
+              "best": dataclasses.asdict(best), "best_gbps": gbps(best),
+              "all": [dict(dataclasses.asdict(k), gbps=gbps(k)) for k in timed]}
+    if small_m:
+        result.update(
+            small={"M": small_m, "timing": sizes[1].timing, "copy_gbps": sizes[1].copy,
+                   "table_gbps": gbps(table, 1), "best_gbps": gbps(best, 1)},
+            table_score=score(table), best_score=score(best))
+        for entry, launch in zip(result["all"], timed):
+            entry["gbps_small"] = gbps(launch, 1)
+    return result
 
 
 def result_line(res):
@@ -307,6 +348,10 @@ def main(argv=None):
                    help="write the launch table with this sweep's winners (needs --json)")
     p.add_argument("--jobs", type=int, default=0,
                    help="processes compiling ahead (0: none)")
+    p.add_argument("--small", action="store_true",
+                   help="also time each launch at the suite's smaller size (2^23 / N rows, "
+                        "CUDA graphs over inputs three times the L2) and rank launches by the "
+                        "geometric mean of both sizes' %% of copy")
     args = p.parse_args(argv)
     if args.table and not args.json:
         p.error("--table needs --json (the table names the sweep it comes from)")
@@ -326,7 +371,8 @@ def main(argv=None):
         for m, n in args.shapes:
             if futures:
                 concurrent.futures.wait(futures.pop((op, m, n)))
-            res = sweep_shape(op, m, n, dtype, args.warmup, args.rep, sys.stderr)
+            small_m = max(1, min(suite.ELEMENTS) // n) if args.small else None
+            res = sweep_shape(op, m, n, dtype, args.warmup, args.rep, sys.stderr, small_m)
             results.append(res)
             print(result_line(res), flush=True)
             if args.json:

@@ -37,9 +37,14 @@ def _launch_of(rule):
 
 
 def swept_label(result, source):
-    pct = 100 * result["best_gbps"] / result["copy_gbps"]
+    launch = "best" if kept_launch(result) is result["best"] else "table"
+    pct = 100 * result[f"{launch}_gbps"] / result["copy_gbps"]
     dtype = result["dtype"].replace("torch.", "")
-    return f"{result['M']}x{result['N']} {dtype} {pct:.1f}% ({pathlib.Path(source).name})"
+    small = result.get("small")
+    at_small = (f", {100 * small[f'{launch}_gbps'] / small['copy_gbps']:.1f}% at "
+                f"{small['M']}x{result['N']}" if small else "")
+    return (f"{result['M']}x{result['N']} {dtype} {pct:.1f}%{at_small} "
+            f"({pathlib.Path(source).name})")
 
 
 # A sweep's winner replaces the launch the table had when it was swept only when it measured
@@ -49,11 +54,11 @@ MARGIN = 0.02
 
 
 def kept_launch(result):
-    """The launch a sweep result puts in the table: its fastest, unless the table's own was
-    within MARGIN of it."""
-    if result["best_gbps"] <= result["table_gbps"] * (1 + MARGIN):
-        return result["table"]
-    return result["best"]
+    """The launch a sweep result puts in the table: its best, unless the table's own was
+    within MARGIN of it (in GB/s, or in the score of a sweep timed at two sizes)."""
+    best, table = ((result["best_score"], result["table_score"]) if "best_score" in result
+                   else (result["best_gbps"], result["table_gbps"]))
+    return result["table"] if best <= table * (1 + MARGIN) else result["best"]
 
 
 def rule_from_result(result, source):

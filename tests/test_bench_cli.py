@@ -23,7 +23,6 @@ def fake_timer(monkeypatch, device):
         return 1.0 / next(ticks)  # each launch "faster" than the last: the sweep moves on
 
     monkeypatch.setattr(bench, "bench_ms", bench_ms)
-    monkeypatch.setattr(sweep, "bench_ms", bench_ms)
 
 
 def test_bench_measures_every_op_and_peer(fake_timer, tmp_path, capsys):
@@ -86,6 +85,26 @@ def test_sweep_writes_its_winner_into_the_launch_table(fake_timer, monkeypatch, 
         want = best[field] and best["path"] == "tile" if field == "dw_resident" else best[field]
         assert getattr(row, field) == want, field
     assert str(path.name) in written["SOURCES"][-1]
+
+
+def test_a_sweep_at_two_sizes_ranks_launches_by_both(fake_timer, monkeypatch, tmp_path):
+    real = sweep.shape_candidates
+    monkeypatch.setattr(sweep, "shape_candidates",
+                        lambda base, n, backward=False: real(base, n, backward)[:2])
+    monkeypatch.setattr(sweep, "PROGRAMS_PER_SM", {"fwd": {"tile": (4,), "loop": (1,)},
+                                                   "bwd": {"tile": (2,), "loop": (2,)}})
+    # The smaller size is 2^23 / N rows; kept tiny here for the interpreter.
+    monkeypatch.setattr(sweep.suite, "ELEMENTS", (1 << 26, 64 * 3))
+    path = tmp_path / "sweep.json"
+    sweep.main(["--op", "add", "--shapes", "5x64", "--small", "--json", str(path)])
+    result = json.loads(path.read_text())[0]
+    assert result["small"]["M"] == 3
+    assert result["small"]["timing"] == "graph_hbm"
+    assert all("gbps_small" in entry for entry in result["all"])
+    assert result["best_score"] >= result["table_score"] > 0
+    # The table keeps the sweep's choice by the score, and says what it measured at both.
+    label = table_gen.swept_label(result, "s.json")
+    assert f"at {result['small']['M']}x64" in label
 
 
 def test_mismatches_counts_wrong_and_nan_elements():
