@@ -15,7 +15,8 @@ backward; x, residual, y and dy of one dtype (f32, f16, bf16), with the weight o
 or none; both casting modes (f32 needs one: rounding to f32 changes nothing); the backward
 with and without the fused add's gradient and with and without dw; every row of the arch's
 launch table (rmsnorm.configs.rules_for, the same rows the Python launcher reads: a tile
-width or the looped path, and the launch measured for its widths); one-level row strides; the dw reduction for each dw dtype and column block. Each comes in
+width or the looped path, and the launch measured for its widths); one-level row strides;
+the dw reduction for each dw dtype and column block. Each comes in
 three alignments, specialised as Triton's JIT specializes on the same facts (so that the C
 path runs the very kernels the Python path compiles): ALIGN_VEC, 16-byte aligned pointers
 with n and the row strides multiples of 16 (vector loads); ALIGN_PTR, aligned pointers
@@ -97,8 +98,8 @@ def _launch(spec, arch):
 
     eb, wb = ELEM_BYTES[spec.dtype], ELEM_BYTES[spec.dtype] if spec.has_w else 0
     rule = configs.rules_for(spec.op, eb, arch)[spec.variant]
-    streams = {"fwd": 1, "add": 2, "bwd": 3 if spec.has_dres else 2}[spec.op]
-    return configs.rule_launch(rule, streams, wb, arch)
+    fused = spec.op == "add" or spec.has_dres
+    return configs.rule_launch(rule, configs.streams(spec.op, fused), wb, arch)
 
 
 def _signature(spec, arch):

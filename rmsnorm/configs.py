@@ -1,7 +1,8 @@
 """The launch table and the launch heuristic around it.
 
-The table itself is generated: `python -m rmsnorm.sweep` measures launches on a GPU and writes
-one file per arch into rmsnorm/tables (docs/DEVELOPING.md, "Tuning"); this module reads it. The
+The table itself is generated: `python -m rmsnorm.sweep` measures launches on a GPU and
+`python -m rmsnorm.table_gen` writes the winners into one file per arch in rmsnorm/tables
+(docs/DEVELOPING.md, "Tuning the launch table"); this module reads it. The
 Python launcher (rmsnorm.ops) takes its launches through `forward_launch` and
 `backward_launch`; the AOT compiler (rmsnorm.aot) compiles one kernel per row of `rules_for`,
 and emits the rows' width bounds for the C++ runtime, so every path picks the same kernel for
@@ -9,7 +10,7 @@ the same shape.
 
 A row serves the widths above the previous row's `max_n` up to its own: the sweep measured
 it at its `max_n` (`swept`), and the widths below it, down to the last measured width, take
-the same launch (the sweep's between-widths check times that rule).
+the same launch (docs/PERFORMANCE.md, "Tuning", gives what widths in between measured).
 
 Paths:
 - "tile": a row fits one tile of block_n columns (held in registers); `rows` rows per program
@@ -89,10 +90,11 @@ class Launch:
 class Rule:
     """One row of the launch table: the launch of op for rows of elem_bytes-byte elements
     whose width n is at most max_n and above the previous row's max_n (None: every longer
-    row). Tile rows hold a row in one tile of block_n = next power of two of n columns, so a
-    tile row never spans two powers of two; loop rows walk a row of any length in tiles of
-    block_n. `swept` names the sweep measurement the row comes from ("" when it was carried
-    over from an earlier table without one)."""
+    row). Tile rows hold a row in one tile of block_n = next power of two of n columns (so a
+    tile row never spans two powers of two), or, for the forward ops, in `chunks` tiles of a
+    narrower block_n that together hold max_n; loop rows walk a row of any length in tiles of
+    block_n. `swept` names the sweep measurements the row holds ("" when it was carried over
+    from an earlier table without one)."""
 
     op: str  # "fwd", "add" (fused residual add + forward) or "bwd" (backward, both forms)
     elem_bytes: int  # widest streamed element: 2 (fp16/bf16), 4 (fp32), 8 (fp64)
@@ -172,20 +174,26 @@ def _fit_stages(stages, per_stage, budget):
     return stages
 
 
+def streams(op: str, fused: bool) -> int:
+    """Row-sized tensors a program's pipelined loop loads: x (and the residual, fused) for the
+    forward ops; x and dy (and the residual's gradient, fused) for the backward."""
+    return (3 if fused else 2) if op == "bwd" else (2 if fused else 1)
+
+
 def forward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
                    arch: int = DEFAULT_ARCH) -> Launch:
     """The launch for rows of n elements of elem_bytes bytes (the widest of x and residual),
     plain or fused-add forward; weight_bytes is the weight's element size (0: no weight);
     arch the GPU's compute capability (major * 10 + minor)."""
-    return _launch_for("add" if fused else "fwd", n, elem_bytes, 2 if fused else 1,
-                       weight_bytes, arch)
+    op = "add" if fused else "fwd"
+    return _launch_for(op, n, elem_bytes, streams(op, fused), weight_bytes, arch)
 
 
 def backward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
                     arch: int = DEFAULT_ARCH) -> Launch:
     """The backward launch for rows of n elements (elem_bytes: the widest of x, dy and, fused,
     the residual's gradient)."""
-    return _launch_for("bwd", n, elem_bytes, 3 if fused else 2, weight_bytes, arch)
+    return _launch_for("bwd", n, elem_bytes, streams("bwd", fused), weight_bytes, arch)
 
 
 def rule_index(op: str, n: int, elem_bytes: int, arch: int = DEFAULT_ARCH) -> int:

@@ -130,3 +130,22 @@ def test_rows_keep_their_launch_fields():
     # The sweep's JSON and the table share the launch's field names.
     fields = {f.name for f in dataclasses.fields(configs.Launch)}
     assert set(table_gen.LAUNCH_FIELDS) == fields
+
+
+def test_every_aot_kernel_launches_as_the_python_launcher_does_at_its_rows_widths():
+    from rmsnorm import aot
+
+    for spec in aot.specs(90):
+        if spec.op == "reduce":
+            continue
+        eb = aot.ELEM_BYTES[spec.dtype]
+        wb = eb if spec.has_w else 0
+        group = configs.rules_for(spec.op, eb)
+        low = group[spec.variant - 1].max_n + 1 if spec.variant else 1
+        high = group[spec.variant].max_n or 4 * low
+        for n in {low, high}:
+            if spec.op == "bwd":
+                want = configs.backward_launch(n, eb, spec.has_dres, wb)
+            else:
+                want = configs.forward_launch(n, eb, spec.op == "add", wb)
+            assert aot._launch(spec, 90) == want, (spec, n)
