@@ -67,7 +67,7 @@ def specs(arch):
     out = []
     for dtype in DTYPES:
         eb = ELEM_BYTES[dtype]
-        for op in ("fwd", "add", "bwd"):
+        for op in configs.OPS:
             variants = range(len(configs.rules_for(op, eb, arch)))
             for has_w in (False, True):
                 # Without a weight, or in f32, both modes compute the same: one kernel.

@@ -101,7 +101,7 @@ def _width_rules(arch):
     from rmsnorm import aot
 
     counts, bounds = [], []
-    for op in ("fwd", "add", "bwd"):
+    for op in configs.OPS:
         counts.append([])
         bounds.append([])
         for dtype in aot.DTYPES:

@@ -6,8 +6,8 @@
 Coordinate descent from the table's launch: first the tile shape (rows per program, warps,
 weight in registers or re-read, pipelining stages, and for the forward ops at widths that are
 not a power of two the row in chunks of a narrower tile), then programs per SM for the three
-fastest shapes; the five fastest launches are timed again, longer. Each launch is checked before it is timed: forward launches against the
-recipe; backward launches (dx and dw) against the table's launch, itself checked against the
+fastest shapes; the five fastest launches are timed again, longer. Each launch is checked
+before it is timed: forward launches against the recipe; backward launches (dx and dw) against the table's launch, itself checked against the
 recipe, within a tolerance, since dw's summation order depends on the launch. The backward is
 timed as a whole ops.backward call: programs per SM also sets how many dw partial rows its
 reduction reads. Each shape's winner is printed as it is found; `--json` keeps every timing,
@@ -52,14 +52,10 @@ def chunkings(n, block_n):
         return out
     split = []
     for k in range(2, 9):
-        width = next_pow2_at_least(-(-n // k))
+        width = configs.next_pow2(-(-n // k))
         if width >= 256 and width * (k - 1) < n and width * k < block_n:
             split.append((width * k - n, k, width))
     return out + [(width, k) for _, k, width in sorted(split)[:2]]
-
-
-def next_pow2_at_least(n):
-    return configs.next_pow2(max(1, n))
 
 
 def shape_candidates(base, n, backward=False):
@@ -72,7 +68,7 @@ def shape_candidates(base, n, backward=False):
         dw_choices = (True, False) if backward and base.block_n >= 4096 else (True,)
         # The backward holds two rows' worth (x and dy) per row: half the forward's tile.
         limit = 16384 if backward else 32768
-        pow2 = base.block_n * base.chunks if base.chunks == 1 else configs.next_pow2(n)
+        pow2 = max(configs.MIN_TILE, configs.next_pow2(n))
         ways = [(base.block_n, base.chunks)] if backward else chunkings(n, pow2)
         if not backward and (base.block_n, base.chunks) not in ways:
             ways.append((base.block_n, base.chunks))
@@ -131,8 +127,8 @@ def expect_close(what, **pairs):
 
 
 def table_launch(op, n, dtype):
-    """The table's launch for op at rows of n elements of dtype (weight of the same dtype), as
-    forward_case and backward_case time it."""
+    """The table's launch for op at rows of n elements of dtype (weight of the same dtype):
+    where forward_case and backward_case start from."""
     eb = dtype.itemsize
     if op == "bwd":
         return configs.backward_launch(n, eb, False, eb)
@@ -194,8 +190,7 @@ def forward_case(op, m, n, dtype, seed=0):
     def check(launch):
         expect_close("against the recipe", y=(run(launch)[0], ref))
 
-    table = configs.forward_launch(n, x.element_size(), r is not None, w.element_size())
-    return table, run, check
+    return table_launch(op, n, dtype), run, check
 
 
 def backward_case(m, n, dtype, check_table=True, seed=0):
@@ -208,8 +203,7 @@ def backward_case(m, n, dtype, check_table=True, seed=0):
     def run(launch):
         return ops.backward(dy, x, w, rstd, launch=launch)
 
-    table = configs.backward_launch(n, max(x.element_size(), dy.element_size()), False,
-                                    w.element_size())
+    table = table_launch("bwd", n, dtype)
     if not check_table:
         return table, run, None
     dx_ref, dw_ref = run(table)
@@ -229,7 +223,7 @@ class Size:
     call moves, its copy ceiling and how it is timed (bench.TIMERS)."""
 
     def __init__(self, op, m, n, dtype, timing, warmup, rep):
-        self.m, self.timing = m, timing
+        self.timing = timing
         self.nbytes = moved_elements(op, m, n) * dtype.itemsize
         sets = input_sets(timing, self.nbytes)
         cases = [(backward_case(m, n, dtype, check_table=k == 0, seed=2 * k) if op == "bwd"

@@ -117,12 +117,16 @@ def check_backward(kind, dtype, device, m, n, limit, casting_mode, fused):
         assert_same_bits(a, b)
 
 
+def rows_for(device):
+    return 64 if device == "cuda" else 8  # the interpreter is slow
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,limit", WIDTHS)
 @pytest.mark.parametrize("casting_mode", ["llama", "gemma"])
 def test_forward_gives_the_contiguous_bits(device, kind, dtype, n, limit, casting_mode):
-    check_forward(kind, dtype, device, 64 if device == "cuda" else 8, n, limit, casting_mode,
+    check_forward(kind, dtype, device, rows_for(device), n, limit, casting_mode,
                   False, False)
 
 
@@ -131,7 +135,7 @@ def test_forward_gives_the_contiguous_bits(device, kind, dtype, n, limit, castin
 @pytest.mark.parametrize("n,limit", WIDTHS)
 @pytest.mark.parametrize("inplace", [False, True])
 def test_fused_add_gives_the_contiguous_bits(device, kind, dtype, n, limit, inplace):
-    check_forward(kind, dtype, device, 64 if device == "cuda" else 8, n, limit, "llama",
+    check_forward(kind, dtype, device, rows_for(device), n, limit, "llama",
                   True, inplace)
 
 
@@ -140,7 +144,7 @@ def test_fused_add_gives_the_contiguous_bits(device, kind, dtype, n, limit, inpl
 @pytest.mark.parametrize("n,limit", WIDTHS)
 @pytest.mark.parametrize("fused", [False, True])
 def test_backward_gives_the_contiguous_bits(device, kind, dtype, n, limit, fused):
-    check_backward(kind, dtype, device, 64 if device == "cuda" else 8, n, limit, "llama",
+    check_backward(kind, dtype, device, rows_for(device), n, limit, "llama",
                    fused)
 
 
