@@ -418,11 +418,15 @@ def on_ranks_llama():
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import parallelize_module
 
+    # Imported here, not reached as an attribute of rmsnorm: a rank process that ran no test
+    # importing the submodule before has not loaded it.
+    from rmsnorm.distributed import llama_tp_plan
+
     # Data parallel x tensor parallel; two ranks make the data-parallel dimension 1, which
     # still runs FSDP2's code on parameters that are DTensors of the tensor-parallel mesh.
     mesh = init_device_mesh(device().type, (1, RANKS), mesh_dim_names=("dp", "tp"))
     model = tiny_llama(device())
-    parallelize_module(model, mesh["tp"], rmsnorm.distributed.llama_tp_plan(model))
+    parallelize_module(model, mesh["tp"], llama_tp_plan(model))
     for layer in model.model.layers:
         fully_shard(layer, mesh=mesh["dp"])
     fully_shard(model, mesh=mesh["dp"])
