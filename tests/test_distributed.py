@@ -248,6 +248,10 @@ def test_a_split_last_dimension_is_refused_with_the_reason(world):
 # --- the ops' non-tensor arguments reach DTensor's sharding cache ---
 
 def on_ranks_rstd_placements():
+    # The op is called directly, not through a public function that registers the sharding
+    # rules on the first DTensor it sees: importing rmsnorm.distributed registers them.
+    import rmsnorm.distributed  # noqa: F401
+
     mesh = mesh_1d()
     x, w, _ = inputs("rstd", (2, 8, N), torch.float32, torch.float32, device())
     x, w = distribute_tensor(x, mesh, [Shard(1)]), distribute_tensor(w, mesh, [Replicate()])
