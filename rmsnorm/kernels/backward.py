@@ -83,6 +83,10 @@ def bwd_tile_kernel(
         dy = tl.load(DY + dy_at, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)[:, None]
         xhat = v * rstd
+        if HAS_DW and DW_RESIDENT:
+            # Taken before g: dy dies once g exists, so x, g and the partial are all a wide
+            # row holds across the reduction (x, dy and g as well spill at 16384).
+            dw_acc += _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
         if HAS_W and not W_RESIDENT:
             # Wide rows: registers go to x, dy and the dw partial; L1 serves the weight.
             g = _scaled_grad(dy, _load_weight(W, cols, col_mask, offset, ACC)[None, :], HAS_W)
@@ -96,20 +100,17 @@ def bwd_tile_kernel(
                           eviction_policy="evict_first").to(ACC)
         dx_at = _row_start(rows, H, sdx_o, sdx_i, TWO_LEVEL)[:, None] + cols[None, :]
         tl.store(DX + dx_at, round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=mask)
-        if HAS_DW:
+        if HAS_DW and not DW_RESIDENT:
+            # Wide rows: registers go to the row; the partial row stays in L2. The program's
+            # first step (grids never exceed the blocks) starts it from zero.
             term = _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
-            if DW_RESIDENT:
-                dw_acc += term
-            else:
-                # Wide rows: registers go to the row; the partial row stays in L2. The
-                # program's first step (grids never exceed the blocks) starts it from zero.
-                prev = tl.load(partial, mask=col_mask & (blk != pid), other=0.0,
-                               eviction_policy="evict_last")
-                tl.store(partial, prev + tl.sum(term, axis=0), mask=col_mask,
-                         eviction_policy="evict_last")
-                # Threads may store and later load one element under different layouts:
-                # make this step's stores visible to the whole program.
-                tl.debug_barrier()
+            prev = tl.load(partial, mask=col_mask & (blk != pid), other=0.0,
+                           eviction_policy="evict_last")
+            tl.store(partial, prev + tl.sum(term, axis=0), mask=col_mask,
+                     eviction_policy="evict_last")
+            # Threads may store and later load one element under different layouts: make
+            # this step's stores visible to the whole program.
+            tl.debug_barrier()
     if HAS_DW and DW_RESIDENT:
         tl.store(partial, tl.sum(dw_acc, axis=0), mask=col_mask)
 
