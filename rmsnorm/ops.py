@@ -10,6 +10,7 @@ import triton.language as tl
 from rmsnorm import configs, reference, validation as v
 from rmsnorm.kernels.backward import bwd_loop_kernel, bwd_tile_kernel, dw_reduce_kernel
 from rmsnorm.kernels.forward import fwd_loop_kernel, fwd_tile_kernel
+from rmsnorm.kernels.forward_split import fwd_scale_kernel, fwd_sumsq_kernel
 from rmsnorm.layout import plan_rows
 from rmsnorm.runner import Prepared
 
@@ -195,10 +196,58 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
             s.copy_(s_c)
         return
     prepared, sizes, _ = spec
+    if launch.path == "split" or (launch.path == "loop" and sizes[0] < _split_below(x.device)):
+        _split_forward(x, residual, weight, y, s, rstd, sizes, eps, offset, casting_mode,
+                       launch, prepared.constexprs["TWO_LEVEL"])
+        return
     with _on_device(x.device):
         prepared(x, residual if fused else x, weight if weight is not None else x, y,
                  s if fused else y, rstd if rstd is not None else y,
                  *sizes, float(eps), float(offset))
+
+
+def _split_below(device):
+    """Looped rows fewer than this take the split forward (same bits, more programs): the
+    SMs, which one program per row would leave idle (a prototype's rule, not yet tuned)."""
+    return INTERPRETER_PROGRAMS if INTERPRETED else _sm_count(device)
+
+
+def _split_forward(x, residual, weight, y, s, rstd, sizes, eps, offset, casting_mode, launch,
+                   two_level):
+    """The forward of rmsnorm.kernels.forward_split over the rows `sizes` describes (the
+    looped kernel's sizes and strides, from _launch_spec)."""
+    fused = residual is not None
+    rows, n, inner, rstd_rows = sizes[:4]
+    st_x, st_r, st_y, st_s = sizes[4:6], sizes[6:8], sizes[8:10], sizes[10:12]
+    tiles = -(-n // launch.block_n)
+    sumsq, scale = _split_forward_spec(x.device, rows * tiles, fused, weight is not None,
+                                       two_level, casting_mode, _acc(x.dtype), launch,
+                                       (n, *sizes[4:]))
+    sums = alloc((rows, tiles), _torch_acc(x.dtype), x.device)
+    src, st_src = (s, st_s) if fused else (x, st_x)
+    with _on_device(x.device):
+        sumsq(x, residual if fused else x, s if fused else x, sums, rows, n, inner, tiles,
+              *st_x, *st_r, *st_s)
+        scale(src, weight if weight is not None else x, y, rstd if rstd is not None else y,
+              sums, rows, n, inner, tiles, rstd_rows, *st_src, *st_y, float(eps), float(offset))
+
+
+@functools.lru_cache(maxsize=1024)
+def _split_forward_spec(device, items, fused, has_w, two_level, casting_mode, acc, launch, ints):
+    grid = min(items, INTERPRETER_PROGRAMS if INTERPRETED else
+               _sm_count(device) * launch.programs_per_sm)
+    common = dict(BLOCK_N=launch.block_n, TWO_LEVEL=two_level, ACC=acc,
+                  SOFT_BF16=INTERPRETED, PDL=_pdl(device))
+    sumsq = _prepare(fwd_sumsq_kernel, grid, 4, dict(common, HAS_RES=fused),
+                     launch.num_warps, ints)
+    scale = _prepare(fwd_scale_kernel, grid, 5,
+                     dict(common, HAS_W=has_w, LLAMA=casting_mode == "llama"),
+                     launch.num_warps, ints)
+    return sumsq, scale
+
+
+def _torch_acc(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def _as_twin(plan, n):

@@ -5,7 +5,9 @@ Two paths, chosen by rmsnorm.configs:
   most widths); each program owns ROWS rows at a time and loops over row blocks (persistent
   grid). Each input byte is read once.
 - `fwd_loop_kernel`: rows longer than one tile; one row at a time per program, a first pass
-  over the row for the sum of squares and a second pass (served mostly from L2) to normalize.
+  over the row for the sum of squares (each tile's, added in tile order) and a second pass
+  (served mostly from L2) to normalize. rmsnorm.kernels.forward_split computes the same sums
+  in two grids, for fewer rows than SMs.
 
 Row addressing: row r lives at `(r // H) * s_outer + (r % H) * s_inner` when TWO_LEVEL (a 3-D
 view such as q/k heads sliced from a fused QKV tensor), else at `r * s_outer`. The last
@@ -51,6 +53,13 @@ def _inv_rms(sum_sq, N, eps, ACC: tl.constexpr):
         return 1.0 / tl.sqrt(mean_sq)
     else:
         return tl.rsqrt(mean_sq)
+
+
+@triton.jit
+def _tile_sumsq(v):
+    """One tile's sum of squares. The looped rows add these in tile order, in one program
+    (fwd_loop_kernel) or from many (rmsnorm.kernels.forward_split): one order for both."""
+    return tl.sum(v * v, axis=0)
 
 
 @triton.jit
@@ -176,8 +185,8 @@ def fwd_loop_kernel(
         else:
             norm_dtype: tl.constexpr = X.dtype.element_ty
 
-        # Pass 1: sum of squares (and the residual sum, written once).
-        acc = tl.zeros([BLOCK_N], ACC)
+        # Pass 1: sum of squares, tile by tile (and the residual sum, written once).
+        sum_sq = tl.cast(0.0, ACC)
         for start in tl.range(0, N, BLOCK_N, num_stages=NUM_STAGES):
             c = start + cols
             m = c < N
@@ -187,8 +196,8 @@ def fwd_loop_kernel(
                 s = round_to(v + res.to(ACC), RO.dtype.element_ty, SOFT_BF16)
                 tl.store(ro_row + c, s, mask=m, eviction_policy="evict_last")
                 v = s.to(ACC)
-            acc += v * v
-        rstd = _inv_rms(tl.sum(acc, axis=0), N, eps, ACC)
+            sum_sq += _tile_sumsq(v)
+        rstd = _inv_rms(sum_sq, N, eps, ACC)
         tl.store(RSTD + row, rstd, mask=row < rstd_rows)
 
         # Pass 2: re-read the row and normalize, last tile first: the tiles pass 1 read last
