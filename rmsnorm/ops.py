@@ -9,6 +9,7 @@ import triton.language as tl
 
 from rmsnorm import configs, reference, validation as v
 from rmsnorm.kernels.backward import bwd_loop_kernel, bwd_tile_kernel, dw_reduce_kernel
+from rmsnorm.kernels.backward_split import bwd_cols_kernel, bwd_dot_kernel
 from rmsnorm.kernels.forward import fwd_loop_kernel, fwd_tile_kernel
 from rmsnorm.kernels.forward_split import fwd_scale_kernel, fwd_sumsq_kernel
 from rmsnorm.layout import plan_rows
@@ -351,6 +352,9 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
                                          _arch(x.device))
     elif launch.path == "tile" and launch.block_n < n:
         raise ValueError(f"launch {launch} holds {launch.block_n} columns; the rows have {n}")
+    if launch.path == "split":
+        return _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx,
+                                      need_dw, launch)
     spec = _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dres),
                           None if weight is None else weight.dtype, need_dw, casting_mode,
                           launch)
@@ -372,6 +376,59 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
             return None
         dw = alloc(weight.shape, weight.dtype, x.device)
         _reduce_spec(n, partials.dtype, dw.dtype, x.device)(partials, dw, programs, n)
+    return dw
+
+
+# The split backward's row segment, in tiles of the launch's block_n (a prototype constant).
+SPLIT_SEG_TILES = 8
+
+
+def _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_dw,
+                           launch):
+    """The two-grid backward of rmsnorm.kernels.backward_split (explicit launches only)."""
+    n = x.shape[-1]
+    named = {"dy": _meta(dy), "x": _meta(x), "dx": _meta(dx), "dres": _meta(dres)}
+    plan = plan_rows(x.shape[:-1], {k: m[0][:-1] for k, m in named.items() if m is not None})
+    if plan is None:
+        dx_c = alloc(dx.shape, dx.dtype, dx.device)
+        dw = _launch_split_backward(_staged(dy), _staged(x), _staged(weight), _staged(rstd),
+                                    offset, casting_mode, _staged(dres), dx_c, need_dw, launch)
+        dx.copy_(dx_c)
+        return dw
+    st = _strides_of(plan, n)
+    rows, device = plan.rows, x.device
+    segments = -(-n // (launch.block_n * SPLIT_SEG_TILES))
+    col_blocks = -(-n // launch.block_n)
+    programs = INTERPRETER_PROGRAMS if INTERPRETED else \
+        _sm_count(device) * launch.programs_per_sm
+    rows_per_group = -(-rows // max(1, min(rows, programs // col_blocks)))
+    groups = -(-rows // rows_per_group)
+    common = dict(HAS_W=weight is not None, TWO_LEVEL=plan.two_level, ACC=_acc(x.dtype),
+                  PDL=_pdl(device))
+    ints = (n, *st["dy"], *st["x"], *st["dx"], *st.get("dres", ()))
+    dot_kernel = _prepare(bwd_dot_kernel, min(rows * segments, programs), 5,
+                          dict(common, BLOCK_N=launch.block_n, SEG_TILES=SPLIT_SEG_TILES,
+                               NUM_STAGES=launch.num_stages), launch.num_warps, ints)
+    cols_kernel = _prepare(bwd_cols_kernel, groups * col_blocks, 8,
+                           dict(common, BLOCK_N=launch.block_n,
+                                BLOCK_S=configs.next_pow2(segments),
+                                NUM_STAGES=launch.num_stages, HAS_DRES=dres is not None,
+                                HAS_DW=need_dw, LLAMA=casting_mode == "llama",
+                                SOFT_BF16=INTERPRETED), launch.num_warps, ints)
+    dot = alloc((rows, segments), rstd.dtype, device)
+    partials = alloc((groups, n), rstd.dtype, device) if need_dw else None
+    w = weight if weight is not None else x
+    with _on_device(device):
+        dot_kernel(dy, x, w, rstd, dot, rows, n, plan.inner, segments, *st["dy"], *st["x"],
+                   float(offset))
+        cols_kernel(dy, x, w, rstd, dot, dx, dres if dres is not None else dx,
+                    partials if need_dw else rstd, rows, n, plan.inner, segments,
+                    rows_per_group, *st["dy"], *st["x"], *st["dx"], *st.get("dres", (0, 0)),
+                    float(offset))
+        if not need_dw:
+            return None
+        dw = alloc(weight.shape, weight.dtype, device)
+        _reduce_spec(n, partials.dtype, dw.dtype, device)(partials, dw, groups, n)
     return dw
 
 

@@ -95,6 +95,13 @@ def shape_candidates(base, n, backward=False):
                 for stages in (1, 2) if backward else (1, 2, 3):
                     out.append(configs.Launch("loop", bn, rows, warps, stages,
                                               base.programs_per_sm, False))
+    if backward:
+        # The split backward (two grids: row dots, then column blocks with dw in registers;
+        # a prototype the table cannot hold yet, since the AOT build has no kernels for it).
+        for bn in (1024, 2048, 4096):
+            for warps in _warps_for(bn):
+                for stages in (1, 2):
+                    out.append(configs.Launch("split", bn, 1, warps, stages, 4, False, False))
     return out
 
 
@@ -102,7 +109,8 @@ def shape_candidates(base, n, backward=False):
 # from, for the forward ops and the backward. The backward's stay low: each program adds one
 # fp32 dw partial row to the reduction.
 PROGRAMS_PER_SM = {"fwd": {"tile": (4, 8, 16, 32, 64, 128), "loop": (1, 2, 3, 4, 6)},
-                   "bwd": {"tile": (1, 2, 4, 8, 16, 32), "loop": (1, 2, 3, 4)}}
+                   "bwd": {"tile": (1, 2, 4, 8, 16, 32), "loop": (1, 2, 3, 4),
+                           "split": (2, 4, 8, 16)}}
 START_PROGRAMS_PER_SM = {"fwd": {"tile": 32, "loop": 2}, "bwd": {"tile": 8, "loop": 1}}
 
 
