@@ -128,8 +128,8 @@ def _signature(spec, arch):
     if spec.op == "bwd":
         kernel = backward.bwd_loop_kernel if loop else backward.bwd_tile_kernel
         pointers = dict(DY=t, X=t, W=t, RSTD="*fp32", DX=t, DRES=t, DWP="*fp32")
-        consts = dict(common, DW_RESIDENT=launch.dw_resident, HAS_DRES=spec.has_dres,
-                      HAS_DW=spec.has_dw)
+        consts = dict(common, DW_RESIDENT=launch.dw_resident, CHUNKS=launch.chunks,
+                      HAS_DRES=spec.has_dres, HAS_DW=spec.has_dw)
     else:
         kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
         pointers = dict(X=t, R=t, W=t, Y=t, RO=t, RSTD="*fp32")

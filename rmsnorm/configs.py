@@ -76,8 +76,8 @@ class Launch:
     # (written once), else added to its partial row in global memory (L2) after every step,
     # which frees registers for wide rows. The loop path always does the latter.
     dw_resident: bool = True
-    # Forward tile path: the row is held as `chunks` tiles of block_n columns, so that a
-    # width such as 3 x 2048 takes no tile of the next power of two (1 elsewhere).
+    # Tile path: the row is held as `chunks` tiles of block_n columns, so that a width such
+    # as 3 x 2048 takes no tile of the next power of two (1 elsewhere).
     chunks: int = 1
 
     def grid(self, m: int, sm_count: int) -> int:
@@ -91,8 +91,8 @@ class Rule:
     """One row of the launch table: the launch of op for rows of elem_bytes-byte elements
     whose width n is at most max_n and above the previous row's max_n (None: every longer
     row). Tile rows hold a row in one tile of block_n = next power of two of n columns (so a
-    tile row never spans two powers of two), or, for the forward ops, in `chunks` tiles of a
-    narrower block_n that together hold max_n; loop rows walk a row of any length in tiles of
+    tile row never spans two powers of two), or in `chunks` tiles of a narrower block_n that
+    together hold max_n; loop rows walk a row of any length in tiles of
     block_n. `swept` names the sweep measurements the row holds ("" when it was carried over
     from an earlier table without one)."""
 

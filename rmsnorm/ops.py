@@ -350,8 +350,9 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
         launch = configs.backward_launch(n, widest, dres is not None,
                                          weight.element_size() if weight is not None else 0,
                                          _arch(x.device))
-    elif launch.path == "tile" and launch.block_n < n:
-        raise ValueError(f"launch {launch} holds {launch.block_n} columns; the rows have {n}")
+    elif launch.path == "tile" and launch.block_n * launch.chunks < n:
+        raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
+                         f"the rows have {n}")
     if launch.path == "split":
         return _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx,
                                       need_dw, launch)
@@ -448,11 +449,10 @@ def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, 
              *st["dy"], *st["x"], *st["dx"], *st.get("dres", (0, 0)))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                  W_RESIDENT=launch.w_resident, DW_RESIDENT=launch.dw_resident,
-                 HAS_DRES=dres_meta is not None,
+                 CHUNKS=launch.chunks, HAS_DRES=dres_meta is not None,
                  HAS_W=w_dtype is not None,
                  HAS_DW=need_dw, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
-    assert launch.chunks == 1, "the backward kernels hold a row in one tile"
     kernel = bwd_tile_kernel if launch.path == "tile" else bwd_loop_kernel
     return (_prepare(kernel, _grid(launch, plan.rows, device), 7, flags,
                      launch.num_warps, (shape[-1], *sizes[3:])), sizes,

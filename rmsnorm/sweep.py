@@ -4,8 +4,8 @@
     python -m rmsnorm.sweep --op bwd --shapes 131072x128 16384x4096 1024x65536
 
 Coordinate descent from the table's launch: first the tile shape (rows per program, warps,
-weight in registers or re-read, pipelining stages, and for the forward ops at widths that are
-not a power of two the row in chunks of a narrower tile), then programs per SM for the three
+weight in registers or re-read, pipelining stages, and at widths that are not a power of two
+the row in chunks of a narrower tile), then programs per SM for the three
 fastest shapes; the five fastest launches are timed again, longer. Each launch is checked
 before it is timed: forward launches against the recipe; backward launches (dx and dw) against the table's launch, itself checked against the
 recipe, within a tolerance, since dw's summation order depends on the launch. The backward is
@@ -44,7 +44,7 @@ def _warps_for(elements):
 
 
 def chunkings(n, block_n):
-    """(block_n, chunks) ways for a forward tile to hold rows of n elements: the power of two
+    """(block_n, chunks) ways for a tile to hold rows of n elements: the power of two
     block_n, and, for a width that wastes a quarter of it or more, the two tightest ways
     (fewest masked lanes, then fewest chunks) of 2 to 8 chunks of 256 columns or more."""
     out = [(block_n, 1)]
@@ -60,17 +60,17 @@ def chunkings(n, block_n):
 
 def shape_candidates(base, n, backward=False):
     """Launches around the table's: tile shape (rows per program, warps, weight in registers,
-    pipelining depth, and for the backward's wide rows dw partials in registers or not; for
-    the forward ops, the row in chunks of a narrower tile where a power of two would waste
-    lanes); for rows longer than a tile, the loop's tile width and depth."""
+    pipelining depth, and for the backward's wide rows dw partials in registers or not; the
+    row in chunks of a narrower tile where a power of two would waste lanes); for rows longer
+    than a tile, the loop's tile width and depth."""
     out = []
     if base.path == "tile":
         dw_choices = (True, False) if backward and base.block_n >= 4096 else (True,)
         # The backward holds two rows' worth (x and dy) per row: half the forward's tile.
         limit = 16384 if backward else 32768
         pow2 = max(configs.MIN_TILE, configs.next_pow2(n))
-        ways = [(base.block_n, base.chunks)] if backward else chunkings(n, pow2)
-        if not backward and (base.block_n, base.chunks) not in ways:
+        ways = chunkings(n, pow2)
+        if (base.block_n, base.chunks) not in ways:
             ways.append((base.block_n, base.chunks))
         for block_n, chunks in ways:
             width = block_n * chunks

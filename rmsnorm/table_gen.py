@@ -75,8 +75,8 @@ def _check_group(group):
     for prev, rule in zip((None,) + group[:-1], group):
         if rule.chunks > 1:
             width = rule.block_n * rule.chunks
-            if rule.op == "bwd" or rule.path != "tile":
-                raise ValueError(f"{rule}: only the forward ops' tiles come in chunks")
+            if rule.path != "tile":
+                raise ValueError(f"{rule}: only tiles come in chunks")
             if not rule.block_n * (rule.chunks - 1) < rule.max_n <= width or \
                     width > configs.MAX_TILE[rule.elem_bytes]:
                 raise ValueError(f"{rule}: {rule.chunks} chunks of {rule.block_n} must hold "

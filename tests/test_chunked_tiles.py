@@ -1,6 +1,7 @@
-"""Forward tiles held as several chunks of a narrower power of two (configs.Launch.chunks):
-rows whose width is not a power of two, such as 3 x 128, are normalized exactly as the
-contract says, every element written, the last chunk masked where the row ends early."""
+"""Tiles held as several chunks of a narrower power of two (configs.Launch.chunks): rows whose
+width is not a power of two, such as 3 x 128, are normalized, and their gradients taken,
+exactly as the contract says, every element written, the last chunk masked where the row ends
+early."""
 
 import pytest
 import torch
@@ -58,3 +59,67 @@ def test_a_launch_narrower_than_the_row_is_refused(device):
     x = randn((2, 100), torch.float32, device, 1)
     with pytest.raises(ValueError, match="holds 96 columns; the rows have 100"):
         ops.forward(x, None, launch=chunked(32, 3))
+
+
+def chunked_bwd(block_n, chunks, rows=2, w_resident=True, dw_resident=True):
+    return configs.Launch("tile", block_n, rows, 1, 1, 4, w_resident, dw_resident, chunks)
+
+
+BACKWARD_LAUNCHES = {
+    48: [chunked_bwd(16, 3)],
+    40: [chunked_bwd(16, 3, rows=1, dw_resident=False)],
+    100: [chunked_bwd(32, 4, w_resident=False), chunked_bwd(64, 2, rows=4, dw_resident=False)],
+}
+
+
+@pytest.mark.parametrize("n", sorted(BACKWARD_LAUNCHES))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("casting_mode", ["llama", "gemma"])
+def test_chunked_backward_matches_float64_the_contract_and_the_recipe(device, n, dtype,
+                                                                     casting_mode):
+    from test_backward import GRAD_RTOL, RECIPE_RTOL, grads, recipe_for, rel_err
+
+    seed = seed_of("chunked-bwd", n, dtype, casting_mode)
+    x, dy = randn((7, n), dtype, device, seed), randn((7, n), dtype, device, seed + 1)
+    w = weight_for(n, dtype, device, seed)
+    _, _, rstd = ops.forward(x, w, casting_mode=casting_mode, return_rstd=True)
+    dx64, dw64 = grads(lambda a, b: reference.float64_rms_norm(a, b, 1e-6),
+                       (x.double(), w.double()), dy.double())
+    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd,
+                                                      casting_mode=casting_mode)
+    dx_r, dw_r = grads(recipe_for(casting_mode, 0.0), (x, w), dy)
+    for launch in BACKWARD_LAUNCHES[n]:
+        dx = nan_like(x)
+        _, dw = ops.backward(dy, x, w, rstd, casting_mode=casting_mode, dx_out=dx,
+                             launch=launch)
+        assert rel_err(dx, dx64) <= GRAD_RTOL[dtype] and rel_err(dw, dw64) <= GRAD_RTOL[dtype]
+        assert rel_err(dx, dx_c) <= GRAD_RTOL[dtype] / 2
+        assert rel_err(dw, dw_c) <= GRAD_RTOL[dtype] / 2
+        assert rel_err(dx, dx_r) <= RECIPE_RTOL[dtype]
+        assert rel_err(dw, dw_r) <= RECIPE_RTOL[dtype]
+
+
+@pytest.mark.parametrize("with_weight", [True, False])
+def test_chunked_backward_adds_dresidual(device, with_weight):
+    seed = seed_of("chunked-bwd-dres", with_weight)
+    x, dy = randn((5, 100), torch.float32, device, seed), randn((5, 100), torch.float32,
+                                                                 device, seed + 1)
+    dres = randn((5, 100), torch.float32, device, seed + 2)
+    w = weight_for(100, torch.float32, device, seed) if with_weight else None
+    _, _, rstd = ops.forward(x, w, return_rstd=True)
+    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, dresidual=dres)
+    for launch in BACKWARD_LAUNCHES[100]:
+        dx = nan_like(x)
+        _, dw = ops.backward(dy, x, w, rstd, dresidual=dres, dx_out=dx, launch=launch)
+        torch.testing.assert_close(dx, dx_c, rtol=1e-5, atol=1e-6)
+        if with_weight:
+            torch.testing.assert_close(dw, dw_c, rtol=1e-5, atol=1e-5)
+        else:
+            assert dw is None
+
+
+def test_a_backward_launch_narrower_than_the_row_is_refused(device):
+    x = randn((2, 100), torch.float32, device, 1)
+    _, _, rstd = ops.forward(x, None, return_rstd=True)
+    with pytest.raises(ValueError, match="holds 96 columns; the rows have 100"):
+        ops.backward(x, x, None, rstd, launch=chunked_bwd(32, 3))

@@ -8,8 +8,8 @@ With HAS_DRES (fused residual add) the gradient of the residual output is added 
 one stored tensor is the gradient of both x and residual.
 
 Two paths, chosen by rmsnorm.configs (op "bwd"), like the forward:
-- `bwd_tile_kernel`: a row fits one tile; each program owns ROWS rows per step of a
-  persistent loop and keeps its dw partial in registers, summed and written once at the end
+- `bwd_tile_kernel`: a row fits one tile (or CHUNKS tiles of a narrower power of two, as the
+  forward's); each program owns ROWS rows per step of a persistent loop and keeps its dw partial in registers, summed and written once at the end
   (DW_RESIDENT), or, for wide rows, adds each step's sum to its partial row in global memory.
 - `bwd_loop_kernel`: longer rows; per ROWS rows a first pass for mean(g * xhat) and a
   second pass (served mostly from L2) for dx, adding the rows' dw contribution to the
@@ -54,65 +54,99 @@ def bwd_tile_kernel(
     sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdr_o, sdr_i,
     offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
-    W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr,
+    W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr,
     HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
     LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
+    # The row is held as CHUNKS tiles of BLOCK_N columns (tuples of tensors), as the forward's
+    # tile: 10240 as 5 x 2048 needs no tile of 16384 whose masked lanes hold registers.
     wait_for_prior_grid(PDL)
     offset = tl.cast(offset, tl.float32)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    partial = DWP + tl.cast(pid, tl.int64) * N + cols
-    if HAS_W and W_RESIDENT:
-        w = _load_weight(W, cols, col_mask, offset, ACC)[None, :]
-    else:
-        w = offset
+    ws = ()
     # Per-thread partial sums, one per element of the tile: rows are only summed (across
     # warps) once, after the loop, not on every step.
-    dw_acc = tl.zeros([ROWS, BLOCK_N], ACC)
+    dw_accs = ()
+    for k in tl.static_range(CHUNKS):
+        c = k * BLOCK_N + cols
+        if HAS_W and W_RESIDENT:
+            ws = ws + (_load_weight(W, c, c < N, offset, ACC)[None, :],)
+        dw_accs = dw_accs + (tl.zeros([ROWS, BLOCK_N], ACC),)
     n_blocks = tl.cdiv(M, ROWS)
     for blk in tl.range(pid, n_blocks, nprog, num_stages=NUM_STAGES):
         rows = tl.cast(blk, tl.int64) * ROWS + tl.arange(0, ROWS)
         row_mask = rows < M
-        mask = row_mask[:, None] & col_mask[None, :]
-        x_at = _row_start(rows, H, sx_o, sx_i, TWO_LEVEL)[:, None] + cols[None, :]
-        dy_at = _row_start(rows, H, sdy_o, sdy_i, TWO_LEVEL)[:, None] + cols[None, :]
-        v = tl.load(X + x_at, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
-        dy = tl.load(DY + dy_at, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)[:, None]
-        xhat = v * rstd
+        x_row = _row_start(rows, H, sx_o, sx_i, TWO_LEVEL)[:, None]
+        dy_row = _row_start(rows, H, sdy_o, sdy_i, TWO_LEVEL)[:, None]
+        xhats = ()
+        gs = ()
+        terms = ()
+        accs = ()
+        for k in tl.static_range(CHUNKS):
+            c = k * BLOCK_N + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            v = tl.load(X + x_row + c[None, :], mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(ACC)
+            dy = tl.load(DY + dy_row + c[None, :], mask=mask, other=0.0,
+                         eviction_policy="evict_first").to(ACC)
+            xhat = v * rstd
+            if HAS_DW:
+                # Taken before g: dy dies once g exists, so x, g and the partial are all a
+                # wide row holds across the reduction (x, dy and g as well spill at 16384).
+                term = _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
+                if DW_RESIDENT:
+                    accs = accs + (dw_accs[k] + term,)
+                else:
+                    terms = terms + (tl.sum(term, axis=0),)
+            if HAS_W and W_RESIDENT:
+                g = _scaled_grad(dy, ws[k], HAS_W)
+            elif HAS_W:
+                # Wide rows: registers go to x, dy and the dw partial; L1 serves the weight.
+                g = _scaled_grad(dy, _load_weight(W, c, c < N, offset, ACC)[None, :], HAS_W)
+            else:
+                g = _scaled_grad(dy, offset, HAS_W)
+            # Products summed chunk by chunk, element by element, then across the tile: one
+            # order for every row of a width.
+            if k == 0:
+                gx = g * xhat
+            else:
+                gx += g * xhat
+            xhats = xhats + (xhat,)
+            gs = gs + (g,)
         if HAS_DW and DW_RESIDENT:
-            # Taken before g: dy dies once g exists, so x, g and the partial are all a wide
-            # row holds across the reduction (x, dy and g as well spill at 16384).
-            dw_acc += _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
-        if HAS_W and not W_RESIDENT:
-            # Wide rows: registers go to x, dy and the dw partial; L1 serves the weight.
-            g = _scaled_grad(dy, _load_weight(W, cols, col_mask, offset, ACC)[None, :], HAS_W)
-        else:
-            g = _scaled_grad(dy, w, HAS_W)
-        mean_gx = (tl.sum(g * xhat, axis=1) / N)[:, None]
-        dx = rstd * (g - xhat * mean_gx)
-        if HAS_DRES:
-            dr_at = _row_start(rows, H, sdr_o, sdr_i, TWO_LEVEL)[:, None] + cols[None, :]
-            dx += tl.load(DRES + dr_at, mask=mask, other=0.0,
-                          eviction_policy="evict_first").to(ACC)
-        dx_at = _row_start(rows, H, sdx_o, sdx_i, TWO_LEVEL)[:, None] + cols[None, :]
-        tl.store(DX + dx_at, round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=mask)
+            dw_accs = accs
+        mean_gx = (tl.sum(gx, axis=1) / N)[:, None]
+        dx_row = _row_start(rows, H, sdx_o, sdx_i, TWO_LEVEL)[:, None]
+        for k in tl.static_range(CHUNKS):
+            c = k * BLOCK_N + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            dx = rstd * (gs[k] - xhats[k] * mean_gx)
+            if HAS_DRES:
+                dr_at = _row_start(rows, H, sdr_o, sdr_i, TWO_LEVEL)[:, None] + c[None, :]
+                dx += tl.load(DRES + dr_at, mask=mask, other=0.0,
+                              eviction_policy="evict_first").to(ACC)
+            tl.store(DX + dx_row + c[None, :], round_to(dx, DX.dtype.element_ty, SOFT_BF16),
+                     mask=mask)
         if HAS_DW and not DW_RESIDENT:
             # Wide rows: registers go to the row; the partial row stays in L2. The program's
             # first step (grids never exceed the blocks) starts it from zero.
-            term = _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
-            prev = tl.load(partial, mask=col_mask & (blk != pid), other=0.0,
-                           eviction_policy="evict_last")
-            tl.store(partial, prev + tl.sum(term, axis=0), mask=col_mask,
-                     eviction_policy="evict_last")
+            for k in tl.static_range(CHUNKS):
+                c = k * BLOCK_N + cols
+                partial = DWP + tl.cast(pid, tl.int64) * N + c
+                prev = tl.load(partial, mask=(c < N) & (blk != pid), other=0.0,
+                               eviction_policy="evict_last")
+                tl.store(partial, prev + terms[k], mask=c < N, eviction_policy="evict_last")
             # Threads may store and later load one element under different layouts: make
             # this step's stores visible to the whole program.
             tl.debug_barrier()
     if HAS_DW and DW_RESIDENT:
-        tl.store(partial, tl.sum(dw_acc, axis=0), mask=col_mask)
+        for k in tl.static_range(CHUNKS):
+            c = k * BLOCK_N + cols
+            tl.store(DWP + tl.cast(pid, tl.int64) * N + c, tl.sum(dw_accs[k], axis=0),
+                     mask=c < N)
 
 
 @triton.jit(do_not_specialize=["M", "H"])
@@ -122,12 +156,14 @@ def bwd_loop_kernel(
     sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdr_o, sdr_i,
     offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
-    W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr,
+    W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr,
     HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
     LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
-    # W_RESIDENT and DW_RESIDENT belong to the shared signature: the weight is streamed with
-    # the rows and dw goes to the program's partial row in global memory, once per ROWS rows.
+    # W_RESIDENT, DW_RESIDENT and CHUNKS belong to the shared signature: the weight is
+    # streamed with the rows and dw goes to the program's partial row in global memory, once
+    # per ROWS rows.
+    tl.static_assert(CHUNKS == 1)
     wait_for_prior_grid(PDL)
     offset = tl.cast(offset, tl.float32)
     pid = tl.program_id(0)
