@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (the `device` tool): the steps named, in order, each under a
 # time limit. Logs, JSON and the tables go to $OUT; a short summary is printed last.
-#   scripts/gpu_check.sh [tests] [sweep] [bench] [bench_more] [bench_bwd] [overhead] [demo]
-#                        [cpp] [cbench] [sanitize]
-#   (default: tests bench). cpp: librmsnorm's build, ctest, the example, the CPU suite under
+#   scripts/gpu_check.sh [tests] [suite] [sweep] [bench] [bench_more] [bench_bwd] [overhead]
+#                        [demo] [cpp] [cbench] [sanitize]
+#   (default: tests suite). tests: the whole suite (scripts/test.sh, RMSNORM_REQUIRE_GPU=1,
+#   pytest on TEST_JOBS processes, default 8); suite: rmsnorm.bench --suite against the
+#   committed baseline (BASELINE), with its report (scripts/suite_report.py). A carried AOT
+#   cache (build/aotcarry: python -m rmsnorm.aot_carry) is put in place first. cpp: librmsnorm's build, ctest, the example, the CPU suite under
 #   ASan/UBSan (scripts/test_cpp.sh) and the Python tests of the library (test_clib,
 #   test_backend); cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default: the forward, fused add and
 #   backward sweeps, bf16) and its --overhead; sanitize: the C++ GPU tests under
 #   compute-sanitizer memcheck and racecheck. Arguments of the python tools: SWEEP_ARGS,
 #   BENCH_ARGS, BENCH_MORE_ARGS, BENCH_BWD_ARGS (default: backward and forward+backward, bf16, against
-#   torch eager and torch.compile); limits in seconds: TEST_TIMEOUT, SWEEP_TIMEOUT,
-#   BENCH_TIMEOUT (each bench step).
-# $OUT gets at most 8 files: run.log (the tools' stderr, with every row as it is measured),
-# tests.log, demo.log, tables.md (each step's table), sweep.json and <bench step>.json; the
-# C++ steps add cpp.log, cbench.json and sanitize.log.
+#   torch eager and torch.compile); limits in seconds: TEST_TIMEOUT, SUITE_TIMEOUT,
+#   SWEEP_TIMEOUT, BENCH_TIMEOUT (each bench step).
+# $OUT gets run.log (the tools' stderr, with every row as it is measured), tests.log,
+# demo.log, tables.md (each step's table), suite.json and suite-report.md, sweep.json and
+# <bench step>.json; the C++ steps add cpp.log, cbench.json and sanitize.log.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/rmsnorm-out}
 mkdir -p "$OUT"
-steps=${*:-tests bench}
+steps=${*:-tests suite}
+if [ -d build/aotcarry ]; then
+    # A local build's kernels (rmsnorm.aot_carry), carried with the call: not compiled again.
+    mkdir -p build/cpp/aot && rm -rf build/cpp/aot/cache && cp -r build/aotcarry build/cpp/aot/cache
+fi
 log="$OUT/run.log"
 tables="$OUT/tables.md"
 step_out=$(mktemp)
@@ -46,9 +53,20 @@ add_table() {
 for step in $steps; do
     t0=$SECONDS
     case $step in
-        tests) timeout "${TEST_TIMEOUT:-300}" bash scripts/test.sh -q -p no:cacheprovider \
-                   --durations=8 >"$OUT/tests.log" 2>&1
+        tests) RMSNORM_REQUIRE_GPU=1 timeout "${TEST_TIMEOUT:-330}" bash scripts/test.sh -q \
+                   -n "${TEST_JOBS:-8}" -rs -p no:cacheprovider --durations=8 \
+                   >"$OUT/tests.log" 2>&1
+               pkill -f "pytest" 2>/dev/null  # workers a timeout left behind
                summary+=("tests ($((SECONDS - t0)) s): $(tail -n 1 "$OUT/tests.log")") ;;
+        suite) baseline=${BASELINE:-docs/results/h200-baseline.json}
+               timeout "${SUITE_TIMEOUT:-240}" python3 -m rmsnorm.bench --suite \
+                   --json "$OUT/suite.json" --baseline "$baseline" >"$OUT/suite.md" 2>>"$log"
+               rc=$?
+               python3 scripts/suite_report.py "$OUT/suite.json" \
+                   --peers docs/results/h200-peers.json >"$OUT/suite-report.md" 2>>"$log"
+               { sed -n '/^| op | dtype | 2^26/,/^$/p' "$OUT/suite-report.md"
+                 sed -n '/^baseline /,$p' "$OUT/suite.md"; } >"$step_out"
+               add_table suite ;;
         sweep) timeout "${SWEEP_TIMEOUT:-300}" python3 -m rmsnorm.sweep ${SWEEP_ARGS:-} \
                    --json "$OUT/sweep.json" >"$step_out" 2>>"$log"
                rc=$?; add_table sweep ;;
