@@ -3,17 +3,19 @@
 # time limit. Logs, JSON and the tables go to $OUT; a short summary is printed last.
 #   scripts/gpu_check.sh [tests] [suite] [sweep] [bench] [bench_more] [bench_bwd] [overhead]
 #                        [demo] [cpp] [cbench] [sanitize]
-#   (default: tests suite). tests: the whole suite (scripts/test.sh, RMSNORM_REQUIRE_GPU=1,
-#   pytest on TEST_JOBS processes, default 8); suite: rmsnorm.bench --suite against the
-#   committed baseline (BASELINE), with its report (scripts/suite_report.py). A carried AOT
-#   cache (build/aotcarry: python -m rmsnorm.aot_carry) is put in place first. cpp: librmsnorm's build, ctest, the example, the CPU suite under
-#   ASan/UBSan (scripts/test_cpp.sh) and the Python tests of the library (test_clib,
-#   test_backend); cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default: the forward, fused add and
-#   backward sweeps, bf16) and its --overhead; sanitize: the C++ GPU tests under
-#   compute-sanitizer memcheck and racecheck. Arguments of the python tools: SWEEP_ARGS,
-#   BENCH_ARGS, BENCH_MORE_ARGS, BENCH_BWD_ARGS (default: backward and forward+backward, bf16, against
-#   torch eager and torch.compile); limits in seconds: TEST_TIMEOUT, SUITE_TIMEOUT,
-#   SWEEP_TIMEOUT, BENCH_TIMEOUT (each bench step).
+#   (default: tests suite).
+#   tests: the whole suite (scripts/test.sh, RMSNORM_REQUIRE_GPU=1, pytest on TEST_JOBS
+#   processes, default 8). suite: rmsnorm.bench --suite against the committed baseline
+#   (BASELINE), with its report (scripts/suite_report.py). cpp: librmsnorm's build, ctest,
+#   the example, the CPU suite under ASan/UBSan (scripts/test_cpp.sh) and the Python tests of
+#   the library (test_clib, test_backend). cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default:
+#   the forward, fused add and backward sweeps, bf16) and its --overhead. sanitize: the C++
+#   GPU tests under compute-sanitizer memcheck and racecheck.
+#   A carried AOT cache (build/aotcarry: python -m rmsnorm.aot_carry) is put in place first.
+#   Arguments of the python tools: SWEEP_ARGS, BENCH_ARGS, BENCH_MORE_ARGS, BENCH_BWD_ARGS
+#   (default: backward and forward+backward, bf16, against torch eager and torch.compile);
+#   limits in seconds: TEST_TIMEOUT, SUITE_TIMEOUT, SWEEP_TIMEOUT, BENCH_TIMEOUT (each bench
+#   step).
 # $OUT gets run.log (the tools' stderr, with every row as it is measured), tests.log,
 # demo.log, tables.md (each step's table), suite.json and suite-report.md, sweep.json and
 # <bench step>.json; the C++ steps add cpp.log, cbench.json and sanitize.log.
