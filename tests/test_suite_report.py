@@ -49,3 +49,27 @@ def test_the_summary_gives_each_groups_geometric_mean_and_worst_case(tmp_path):
     out = report(tmp_path, [row("add", "bfloat16", 64, 128, "median", pct=80.0),
                             row("add", "bfloat16", 64, 256, "median", pct=45.0)])
     assert "| add | bfloat16 | 60.0 (min 45.0 at 64 x 256) |" in out
+
+
+def test_a_backward_whose_dw_costs_5_percent_or_more_is_listed(tmp_path):
+    slow = row("bwd", "bfloat16", 4096, 16384, "median", pct=70.0, us=146.0)
+    slow["bwd_no_dw_us"] = 113.0  # dw: 22.6% of the backward
+    fast = row("bwd", "bfloat16", 16384, 4096, "median", pct=93.0, us=100.0)
+    fast["bwd_no_dw_us"] = 96.0  # 4%
+    out = report(tmp_path, [slow, fast]).split("Cases short of their goal:")[1]
+    assert "| bwd | bfloat16 | 4096 x 16384 | median | dw 22.6% of the backward | < 5% | " \
+        "17.6 points |" in out
+    assert "16384 x 4096 | median | dw" not in out
+
+
+def test_forward_and_backward_is_held_to_90_percent_from_a_cuda_graph(tmp_path):
+    step = row("fwdbwd", "bfloat16", 4096, 16384, "median", pct=39.1)  # eager: host-bound
+    step["impls"]["rmsnorm_graphed"] = {"pct_copy": 75.6}
+    met = row("fwdbwd", "bfloat16", 16384, 4096, "median", pct=28.6)
+    met["impls"]["rmsnorm_graphed"] = {"pct_copy": 92.0}
+    out = report(tmp_path, [step, met])
+    assert "| fwdbwd | bfloat16 | 83.4 (min 75.6 at 4096 x 16384) |" in out
+    misses = out.split("Cases short of their goal:")[1]
+    assert "| fwdbwd | bfloat16 | 4096 x 16384 | median | 75.6% | 90.0% (fwd+bwd from a CUDA " \
+        "graph) | 14.4 points |" in misses
+    assert "16384 x 4096" not in misses
