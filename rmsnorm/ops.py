@@ -197,7 +197,8 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
             s.copy_(s_c)
         return
     prepared, sizes, _ = spec
-    if launch.path == "split" or (launch.path == "loop" and sizes[0] < _split_below(x.device)):
+    if launch.path == "split" or (launch.path == "loop" and
+                                  sizes[0] < _split_below(x.device, fused)):
         _split_forward(x, residual, weight, y, s, rstd, sizes, eps, offset, casting_mode,
                        launch, prepared.constexprs["TWO_LEVEL"])
         return
@@ -207,10 +208,15 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
                  *sizes, float(eps), float(offset))
 
 
-def _split_below(device):
-    """Looped rows fewer than this take the split forward (same bits, more programs): the
-    SMs, which one program per row would leave idle (a prototype's rule, not yet tuned)."""
-    return INTERPRETER_PROGRAMS if INTERPRETED else _sm_count(device)
+def _split_below(device, fused):
+    """Looped rows fewer than this take the split forward (same bits, more programs).
+    Measured on the H200 (132 SMs) at 2^23 elements from CUDA graphs, bf16 (device call 1 of
+    2026-12-01, docs/PERFORMANCE.md): the forward gains 25 points of copy at 32 rows and 9
+    at 64, loses 28 at 128; the fused add gains 18 at 32 rows, loses 2 at 64 and 13 at 128.
+    So: below half the SMs for the forward, a quarter for the fused add."""
+    if INTERPRETED:
+        return INTERPRETER_PROGRAMS
+    return _sm_count(device) // (4 if fused else 2)
 
 
 def _split_forward(x, residual, weight, y, s, rstd, sizes, eps, offset, casting_mode, launch,
@@ -221,8 +227,10 @@ def _split_forward(x, residual, weight, y, s, rstd, sizes, eps, offset, casting_
     rows, n, inner, rstd_rows = sizes[:4]
     st_x, st_r, st_y, st_s = sizes[4:6], sizes[6:8], sizes[8:10], sizes[10:12]
     tiles = -(-n // launch.block_n)
+    dtypes = (x.dtype, residual.dtype if fused else None,
+              weight.dtype if weight is not None else None, y.dtype, s.dtype if fused else None)
     sumsq, scale = _split_forward_spec(x.device, rows * tiles, fused, weight is not None,
-                                       two_level, casting_mode, _acc(x.dtype), launch,
+                                       two_level, casting_mode, dtypes, launch,
                                        (n, *sizes[4:]))
     sums = alloc((rows, tiles), _torch_acc(x.dtype), x.device)
     src, st_src = (s, st_s) if fused else (x, st_x)
@@ -234,7 +242,11 @@ def _split_forward(x, residual, weight, y, s, rstd, sizes, eps, offset, casting_
 
 
 @functools.lru_cache(maxsize=1024)
-def _split_forward_spec(device, items, fused, has_w, two_level, casting_mode, acc, launch, ints):
+def _split_forward_spec(device, items, fused, has_w, two_level, casting_mode, dtypes, launch,
+                        ints):
+    """The two prepared kernels. Every dtype they see is in the key (`dtypes`: x, residual,
+    weight, y, the sum): a Prepared reuses the code it compiled for the first call's."""
+    acc = _acc(dtypes[0])
     grid = min(items, INTERPRETER_PROGRAMS if INTERPRETED else
                _sm_count(device) * launch.programs_per_sm)
     common = dict(BLOCK_N=launch.block_n, TWO_LEVEL=two_level, ACC=acc,

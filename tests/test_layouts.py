@@ -133,20 +133,27 @@ def test_looped_path_strided_rows(device):
 
 def test_a_capped_tile_is_honoured_after_the_same_call_ran_uncapped(device, monkeypatch):
     # Launch decisions are cached per call signature; the cap must still reach the kernel.
+    # Capped rows are looped: by fwd_loop_kernel, or for fewer rows than SMs by the split
+    # forward, whose first grid is fwd_sumsq_kernel.
     x = randn((3, 77), torch.float16, device, seed_of("cap-after-cache"))
     rmsnorm.rms_norm(x)
     launched = []
 
-    class Spy:
-        arg_names = rmsnorm.ops.fwd_loop_kernel.arg_names
+    def spy_on(name):
+        real = getattr(rmsnorm.ops, name)
 
-        def __getitem__(self, grid):
-            launched.append(grid)
-            return real[grid]
+        class Spy:
+            arg_names = real.arg_names
 
-    real = rmsnorm.ops.fwd_loop_kernel
-    monkeypatch.setattr(rmsnorm.ops, "fwd_loop_kernel", Spy())
+            def __getitem__(self, grid):
+                launched.append(name)
+                return real[grid]
+
+        monkeypatch.setattr(rmsnorm.ops, name, Spy())
+
+    spy_on("fwd_loop_kernel")
+    spy_on("fwd_sumsq_kernel")
     with configs.max_tile(32):
         y = rmsnorm.rms_norm(x)
-    assert launched, "the looped kernel did not run under max_tile(32)"
+    assert launched, "no looped kernel ran under max_tile(32)"
     check(x, None, y)
