@@ -105,6 +105,26 @@ def recipe_for(casting_mode, offset):
     return lambda x, w: reference.torch_rms_norm(x, w, 1e-6)
 
 
+def expected_gradients(x, w, dy, rstd, casting_mode, offset):
+    """What dx and dw are held against: float64 autograd's, the contract's formulas' (from the
+    forward's rstd) and autograd's through the PyTorch recipe the mode claims to match."""
+    exact = grads(lambda a, b: reference.float64_rms_norm(a, b, 1e-6, offset),
+                  (x.double(), w.double()), dy.double())
+    contract = reference.contract_rms_norm_backward(dy, x, w, rstd, offset=offset,
+                                                    casting_mode=casting_mode)
+    recipe = grads(recipe_for(casting_mode, offset), (x, w), dy)
+    return exact, contract, recipe
+
+
+def assert_gradients_match(dx, dw, expected, dtype):
+    """dx and dw within the dtype's tolerance of float64, half of it from the contract (which
+    takes the same roundings) and within a few roundings of the recipe."""
+    (dx64, dw64), (dx_c, dw_c), (dx_r, dw_r) = expected
+    assert rel_err(dx, dx64) <= GRAD_RTOL[dtype] and rel_err(dw, dw64) <= GRAD_RTOL[dtype]
+    assert rel_err(dx, dx_c) <= GRAD_RTOL[dtype] / 2 and rel_err(dw, dw_c) <= GRAD_RTOL[dtype] / 2
+    assert rel_err(dx, dx_r) <= RECIPE_RTOL[dtype] and rel_err(dw, dw_r) <= RECIPE_RTOL[dtype]
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("casting_mode,offset", [("llama", 0.0), ("gemma", 0.0),
                                                  ("gemma", 1.0)])
@@ -118,21 +138,9 @@ def test_gradients_against_float64_the_contract_and_the_recipe(device, dtype, ca
     dx, dw = grads(lambda a, b: rmsnorm.rms_norm(a, b, offset=offset,
                                                  casting_mode=casting_mode), (x, w), dy)
     assert dx.dtype == dtype and dw.dtype == dtype
-
-    dx64, dw64 = grads(lambda a, b: reference.float64_rms_norm(a, b, 1e-6, offset),
-                       (x.double(), w.double()), dy.double())
-    assert rel_err(dx, dx64) <= GRAD_RTOL[dtype]
-    assert rel_err(dw, dw64) <= GRAD_RTOL[dtype]
-
     _, rstd = reference.contract_rms_norm(x, w, offset=offset, casting_mode=casting_mode)
-    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd.squeeze(-1),
-                                                      offset=offset, casting_mode=casting_mode)
-    assert rel_err(dx, dx_c) <= GRAD_RTOL[dtype] / 2
-    assert rel_err(dw, dw_c) <= GRAD_RTOL[dtype] / 2
-
-    dx_r, dw_r = grads(recipe_for(casting_mode, offset), (x, w), dy)
-    assert rel_err(dx, dx_r) <= RECIPE_RTOL[dtype]
-    assert rel_err(dw, dw_r) <= RECIPE_RTOL[dtype]
+    assert_gradients_match(dx, dw, expected_gradients(x, w, dy, rstd.squeeze(-1), casting_mode,
+                                                      offset), dtype)
 
 
 def test_llama_dw_sees_the_rounded_normalized_input(device):

@@ -77,26 +77,18 @@ BACKWARD_LAUNCHES = {
 @pytest.mark.parametrize("casting_mode", ["llama", "gemma"])
 def test_chunked_backward_matches_float64_the_contract_and_the_recipe(device, n, dtype,
                                                                      casting_mode):
-    from test_backward import GRAD_RTOL, RECIPE_RTOL, grads, recipe_for, rel_err
+    from test_backward import assert_gradients_match, expected_gradients
 
     seed = seed_of("chunked-bwd", n, dtype, casting_mode)
     x, dy = randn((7, n), dtype, device, seed), randn((7, n), dtype, device, seed + 1)
     w = weight_for(n, dtype, device, seed)
     _, _, rstd = ops.forward(x, w, casting_mode=casting_mode, return_rstd=True)
-    dx64, dw64 = grads(lambda a, b: reference.float64_rms_norm(a, b, 1e-6),
-                       (x.double(), w.double()), dy.double())
-    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd,
-                                                      casting_mode=casting_mode)
-    dx_r, dw_r = grads(recipe_for(casting_mode, 0.0), (x, w), dy)
+    expected = expected_gradients(x, w, dy, rstd, casting_mode, 0.0)
     for launch in BACKWARD_LAUNCHES[n]:
         dx = nan_like(x)
         _, dw = ops.backward(dy, x, w, rstd, casting_mode=casting_mode, dx_out=dx,
                              launch=launch)
-        assert rel_err(dx, dx64) <= GRAD_RTOL[dtype] and rel_err(dw, dw64) <= GRAD_RTOL[dtype]
-        assert rel_err(dx, dx_c) <= GRAD_RTOL[dtype] / 2
-        assert rel_err(dw, dw_c) <= GRAD_RTOL[dtype] / 2
-        assert rel_err(dx, dx_r) <= RECIPE_RTOL[dtype]
-        assert rel_err(dw, dw_r) <= RECIPE_RTOL[dtype]
+        assert_gradients_match(dx, dw, expected, dtype)
 
 
 @pytest.mark.parametrize("with_weight", [True, False])

@@ -8,7 +8,7 @@ import torch
 from rmsnorm import configs, ops, reference
 from helpers import assert_same_bits, nan_like, randn, seed_of, weight_for
 
-from test_backward import GRAD_RTOL, RECIPE_RTOL, grads, recipe_for, rel_err
+from test_backward import assert_gradients_match, expected_gradients, rel_err
 
 
 def split(block_n=16, warps=1):
@@ -35,17 +35,8 @@ def test_split_gradients_match_float64_the_contract_and_the_recipe(device, dtype
     dx, dw, rstd = split_backward(x, w, dy, casting_mode=casting_mode, offset=offset)
     assert not dx.isnan().any() and not dw.isnan().any()
 
-    dx64, dw64 = grads(lambda a, b: reference.float64_rms_norm(a, b, 1e-6, offset),
-                       (x.double(), w.double()), dy.double())
-    assert rel_err(dx, dx64) <= GRAD_RTOL[dtype]
-    assert rel_err(dw, dw64) <= GRAD_RTOL[dtype]
-    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, offset=offset,
-                                                      casting_mode=casting_mode)
-    assert rel_err(dx, dx_c) <= GRAD_RTOL[dtype] / 2
-    assert rel_err(dw, dw_c) <= GRAD_RTOL[dtype] / 2
-    dx_r, dw_r = grads(recipe_for(casting_mode, offset), (x, w), dy)
-    assert rel_err(dx, dx_r) <= RECIPE_RTOL[dtype]
-    assert rel_err(dw, dw_r) <= RECIPE_RTOL[dtype]
+    assert_gradients_match(dx, dw, expected_gradients(x, w, dy, rstd, casting_mode, offset),
+                           dtype)
 
 
 @pytest.mark.parametrize("with_weight", [True, False])
