@@ -47,7 +47,7 @@ class Spec:
     dtype: str  # x, residual, y, dy, dx; the weight's when has_w; dw's for "reduce"
     has_w: bool = False
     llama: bool = False
-    has_dres: bool = False
+    has_dresidual: bool = False
     has_dw: bool = False
     # fwd/add/bwd: the index of the launch table's row (configs.rules_for(op, elem bytes));
     # reduce: log2 of the reduction's BLOCK_C.
@@ -56,7 +56,7 @@ class Spec:
 
     def key(self) -> int:
         return (OPS.index(self.op) | DTYPES.index(self.dtype) << 2 | self.has_w << 4
-                | self.llama << 5 | self.has_dres << 6 | self.has_dw << 7 | self.align << 8
+                | self.llama << 5 | self.has_dresidual << 6 | self.has_dw << 7 | self.align << 8
                 | self.variant << 10)
 
 
@@ -73,11 +73,11 @@ def specs(arch):
                 # Without a weight, or in f32, both modes compute the same: one kernel.
                 modes = (True, False) if has_w and dtype != "f32" else (True,)
                 for llama in modes:
-                    for has_dres in ((False, True) if op == "bwd" else (False,)):
+                    for has_dresidual in ((False, True) if op == "bwd" else (False,)):
                         for has_dw in ((False, True) if op == "bwd" and has_w else (False,)):
                             for variant in variants:
                                 for align in (ALIGN_NONE, ALIGN_PTR, ALIGN_VEC):
-                                    out.append(Spec(op, dtype, has_w, llama, has_dres, has_dw,
+                                    out.append(Spec(op, dtype, has_w, llama, has_dresidual, has_dw,
                                                     variant, align))
         for block_c in reduce_blocks():
             for align in (ALIGN_NONE, ALIGN_PTR, ALIGN_VEC):
@@ -98,7 +98,7 @@ def _launch(spec, arch):
 
     eb, wb = ELEM_BYTES[spec.dtype], ELEM_BYTES[spec.dtype] if spec.has_w else 0
     rule = configs.rules_for(spec.op, eb, arch)[spec.variant]
-    fused = spec.op == "add" or spec.has_dres
+    fused = spec.op == "add" or spec.has_dresidual
     return configs.rule_launch(rule, configs.streams(spec.op, fused), wb, arch)
 
 
@@ -127,12 +127,12 @@ def _signature(spec, arch):
                   PDL=configs.waits_on_prior_grid(arch))
     if spec.op == "bwd":
         kernel = backward.bwd_loop_kernel if loop else backward.bwd_tile_kernel
-        pointers = dict(DY=t, X=t, W=t, RSTD="*fp32", DX=t, DRES=t, DWP="*fp32")
+        pointers = dict(DY=t, X=t, W=t, RSTD="*fp32", DX=t, DRESIDUAL=t, DWP="*fp32")
         consts = dict(common, DW_RESIDENT=launch.dw_resident, CHUNKS=launch.chunks,
-                      HAS_DRES=spec.has_dres, HAS_DW=spec.has_dw)
+                      HAS_DRESIDUAL=spec.has_dresidual, HAS_DW=spec.has_dw)
     else:
         kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
-        pointers = dict(X=t, R=t, W=t, Y=t, RO=t, RSTD="*fp32")
+        pointers = dict(X=t, R=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
         consts = dict(common, CHUNKS=launch.chunks, HAS_RES=spec.op == "add")
     types = {}
     for name in kernel.arg_names:

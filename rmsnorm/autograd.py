@@ -3,10 +3,12 @@ their autograd formulas.
 
 Registered ops (namespace "rmsnorm"):
 - `fwd(x, weight?, eps, offset, llama, save_rstd) -> (y, rstd)`: differentiable.
-- `add_fwd(x, residual, weight?, eps, offset, llama, save_rstd) -> (y, s, rstd)`: the fused
-  residual add; differentiable; x and residual both receive the gradient of s.
-- `fwd_into(x, residual?, weight?, y!, s!?, eps, offset, llama)`: writes y (and the sum s,
-  which may be residual itself) into caller-owned tensors; no autograd (out= and in-place).
+- `add_fwd(x, residual, weight?, eps, offset, llama, save_rstd) -> (y, residual_out, rstd)`:
+  the fused residual add; differentiable; x and residual both receive the gradient of
+  residual_out.
+- `fwd_into(x, residual?, weight?, y!, residual_out!?, eps, offset, llama)`: writes y (and
+  the sum, residual_out, which may be residual itself) into caller-owned tensors; no autograd
+  (out= and in-place).
 - `bwd(dy, x, weight?, rstd, dresidual?, offset, llama, need_dw) -> (dx, dw)`.
 
 Eager autograd takes EagerNorm/EagerAddNorm below instead: same kernels and formulas, less
@@ -61,28 +63,29 @@ def _rstd_fake(x, norm_dtype, save_rstd):
 @torch.library.custom_op("rmsnorm::add_fwd", mutates_args=())
 def add_fwd(x: Tensor, residual: Tensor, weight: Optional[Tensor], eps: float, offset: float,
             llama: bool, save_rstd: bool) -> Tuple[Tensor, Tensor, Tensor]:
-    y, s, rstd = ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama),
-                             residual=residual, return_rstd=save_rstd)
-    return y, s, rstd if save_rstd else _no_rstd(residual)
+    y, residual_out, rstd = ops.forward(x, weight, eps, offset=offset,
+                                        casting_mode=_mode(llama), residual=residual,
+                                        return_rstd=save_rstd)
+    return y, residual_out, rstd if save_rstd else _no_rstd(residual)
 
 
 @add_fwd.register_fake
 def _add_fwd_fake(x, residual, weight, eps, offset, llama, save_rstd):
     y = x.new_empty(x.shape,
                     dtype=reference.output_dtype(residual.dtype, weight, _mode(llama)))
-    s = x.new_empty(x.shape, dtype=residual.dtype)
-    return y, s, _rstd_fake(x, residual.dtype, save_rstd)
+    residual_out = x.new_empty(x.shape, dtype=residual.dtype)
+    return y, residual_out, _rstd_fake(x, residual.dtype, save_rstd)
 
 
-@torch.library.custom_op("rmsnorm::fwd_into", mutates_args=("y", "s"))
+@torch.library.custom_op("rmsnorm::fwd_into", mutates_args=("y", "residual_out"))
 def fwd_into(x: Tensor, residual: Optional[Tensor], weight: Optional[Tensor], y: Tensor,
-             s: Optional[Tensor], eps: float, offset: float, llama: bool) -> None:
+             residual_out: Optional[Tensor], eps: float, offset: float, llama: bool) -> None:
     ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama), residual=residual,
-                out=y, residual_out=s)
+                out=y, residual_out=residual_out)
 
 
 @fwd_into.register_fake
-def _fwd_into_fake(x, residual, weight, y, s, eps, offset, llama):
+def _fwd_into_fake(x, residual, weight, y, residual_out, eps, offset, llama):
     return None
 
 
@@ -104,20 +107,21 @@ def _bwd_fake(dy, x, weight, rstd, dresidual, offset, llama, need_dw):
 
 
 def _grads(ctx, dy, dresidual, backward):
-    """(ds, dw) for the saved forward; `backward` is the bwd custom op (traceable) or, in
-    eager autograd, a direct call of the launcher."""
-    s, weight, rstd = ctx.saved_tensors
-    if rstd.numel() == 0 and s.numel() != 0:
+    """(the gradient of the norm's input, dw) for the saved forward; `backward` is the bwd
+    custom op (traceable) or, in eager autograd, a direct call of the launcher."""
+    norm_input, weight, rstd = ctx.saved_tensors
+    if rstd.numel() == 0 and norm_input.numel() != 0:
         raise RuntimeError("rmsnorm: the forward ran without saving rstd (no input required "
                            "grad then); backward through it is not possible")
     need_dw = weight is not None and ctx.needs_input_grad[ctx.weight_index]
     if dy is None:
-        dy = torch.zeros_like(s, dtype=ctx.y_dtype)
-    if _needs_graph(dy, dresidual, s, weight):
-        return _differentiable_grads(dy, s, weight, dresidual, ctx.eps, ctx.offset, ctx.llama,
-                                     need_dw)
-    ds, dw = backward(dy, s, weight, rstd, dresidual, ctx.offset, ctx.llama, need_dw)
-    return ds, dw if need_dw else None
+        dy = torch.zeros_like(norm_input, dtype=ctx.y_dtype)
+    if _needs_graph(dy, dresidual, norm_input, weight):
+        return _differentiable_grads(dy, norm_input, weight, dresidual, ctx.eps, ctx.offset,
+                                     ctx.llama, need_dw)
+    dnorm_input, dw = backward(dy, norm_input, weight, rstd, dresidual, ctx.offset, ctx.llama,
+                               need_dw)
+    return dnorm_input, dw if need_dw else None
 
 
 def _needs_graph(*tensors):
@@ -182,21 +186,21 @@ def _fwd_backward(ctx, dy, _drstd):
 
 def _add_fwd_setup(ctx, inputs, output):
     x, residual, weight, eps, offset, llama, _ = inputs
-    y, s, rstd = output
-    _setup(ctx, s, weight, rstd, eps, offset, llama, y, 2)
+    y, residual_out, rstd = output
+    _setup(ctx, residual_out, weight, rstd, eps, offset, llama, y, 2)
     ctx.x_dtype = x.dtype
 
 
-def _add_fwd_backward(ctx, dy, dsum, _drstd):
-    return _add_grads(ctx, dy, dsum, bwd) + (None,) * 4
+def _add_fwd_backward(ctx, dy, dresidual, _drstd):
+    return _add_grads(ctx, dy, dresidual, bwd) + (None,) * 4
 
 
-def _add_grads(ctx, dy, dsum, backward):
-    ds, dw = _grads(ctx, dy, dsum, backward)
+def _add_grads(ctx, dy, dresidual, backward):
+    dnorm_input, dw = _grads(ctx, dy, dresidual, backward)
     # One gradient for both addends; x only needs its own copy when its dtype differs
     # (bf16 activations on an fp32 residual stream).
-    dx = ds if ds.dtype == ctx.x_dtype else ds.to(ctx.x_dtype)
-    return dx, ds, dw
+    dx = dnorm_input if dnorm_input.dtype == ctx.x_dtype else dnorm_input.to(ctx.x_dtype)
+    return dx, dnorm_input, dw
 
 
 fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
@@ -223,12 +227,13 @@ class EagerAddNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, residual, weight, eps, offset, llama):
-        y, s, rstd = ops.forward(x, weight, eps, offset=offset, casting_mode=_mode(llama),
-                                 residual=residual, return_rstd=True)
-        _setup(ctx, s, weight, rstd, eps, offset, llama, y, 2)
+        y, residual_out, rstd = ops.forward(x, weight, eps, offset=offset,
+                                            casting_mode=_mode(llama), residual=residual,
+                                            return_rstd=True)
+        _setup(ctx, residual_out, weight, rstd, eps, offset, llama, y, 2)
         ctx.x_dtype = x.dtype
-        return y, s
+        return y, residual_out
 
     @staticmethod
-    def backward(ctx, dy, dsum):
-        return _add_grads(ctx, dy, dsum, _direct_bwd) + (None,) * 3
+    def backward(ctx, dy, dresidual):
+        return _add_grads(ctx, dy, dresidual, _direct_bwd) + (None,) * 3

@@ -51,14 +51,14 @@ def fused_add_rms_norm(x, residual, weight, eps, offset, llama, inplace, grad, o
         _check_rows_whole("residual", residual)
     if grad:
         _no_out(out)
-    y, s, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, grad)
+    y, residual_out, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, grad)
     if inplace:
-        residual.copy_(s)
-        s = residual
+        residual.copy_(residual_out)
+        residual_out = residual
     if out is not None:
         out.copy_(y)
         y = out
-    return y, s
+    return y, residual_out
 
 
 def _no_out(out):
@@ -144,7 +144,7 @@ class SequenceParallel(ParallelStyle):
     """Sequence parallelism for a norm module, as torch.distributed.tensor.parallel's
     SequenceParallel (replicated parameters, inputs sharded on `sequence_dim`), but every
     positional tensor argument is sharded, not only the first: rmsnorm's `norm(x, residual)`
-    keeps its residual (torch's style drops it) and returns (y, s) as DTensors, or local
+    keeps its residual (torch's style drops it) and returns (y, residual_out) as DTensors, or local
     tensors with use_local_output=True. Plain tensors are taken as the local shards."""
 
     def __init__(self, *, sequence_dim=1, use_local_output=False):

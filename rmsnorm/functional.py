@@ -60,12 +60,13 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
 
 def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
                        casting_mode="llama", inplace=False, out=None):
-    """s = x + residual (rounded to residual.dtype); returns (rms_norm(s), s).
+    """residual_out = x + residual (rounded to residual.dtype); returns
+    (rms_norm(residual_out), residual_out).
 
     With inplace=True the sum is written into `residual` itself, which is returned as the
     second element. `out` may alias x. Under autograd x and residual both receive the
-    gradient of s; inplace=True then costs one extra copy into residual (autograd must see the
-    update), and `out` is not supported.
+    gradient of residual_out; inplace=True then costs one extra copy into residual (autograd
+    must see the update), and `out` is not supported.
     """
     if not isinstance(residual, torch.Tensor):
         raise TypeError(f"residual must be a torch.Tensor, got {type(residual).__name__} "
@@ -89,27 +90,27 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     if grad:
         _no_out_under_autograd(out=out)
         if compiling:
-            y, s, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, True)
+            y, residual_out, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, True)
         else:
-            y, s = autograd.EagerAddNorm.apply(x, residual, weight, eps, offset, llama)
+            y, residual_out = autograd.EagerAddNorm.apply(x, residual, weight, eps, offset, llama)
         if inplace:
-            residual.copy_(s)
+            residual.copy_(residual_out)
             return y, residual
-        return y, s
+        return y, residual_out
     if compiling:
         if out is None and not inplace:
-            y, s, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, False)
-            return y, s
+            y, residual_out, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, False)
+            return y, residual_out
         if out is None:
             out = torch.empty(x.shape, device=x.device, dtype=reference.output_dtype(
                 residual.dtype, weight, casting_mode))
-        s = residual if inplace else torch.empty_like(residual,
-                                                      memory_format=torch.contiguous_format)
-        autograd.fwd_into(x, residual, weight, out, s, eps, offset, llama)
-        return out, s
-    y, s, _ = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode,
-                          residual=residual, inplace=inplace, out=out)
-    return y, s
+        residual_out = residual if inplace else torch.empty_like(
+            residual, memory_format=torch.contiguous_format)
+        autograd.fwd_into(x, residual, weight, out, residual_out, eps, offset, llama)
+        return out, residual_out
+    y, residual_out, _ = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode,
+                                     residual=residual, inplace=inplace, out=out)
+    return y, residual_out
 
 
 def _is_dtensor(x):

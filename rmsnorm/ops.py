@@ -75,23 +75,19 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
         residual = _resolved(residual)
 
     y = out if out is not None else alloc(x.shape, out_dtype, device)
-    if not fused:
-        s = None
-    elif inplace:
-        s = residual
-    elif residual_out is not None:
-        s = residual_out
-    else:
-        s = alloc(x.shape, residual.dtype, device)
+    if inplace:
+        residual_out = residual
+    elif fused and residual_out is None:
+        residual_out = alloc(x.shape, residual.dtype, device)
     rstd = alloc(x.shape[:-1], reference.acc_dtype(norm_dtype), device) if return_rstd else None
 
     if x.numel() == 0:
-        return y, s, rstd
+        return y, residual_out, rstd
     if device.type == "cpu" and not INTERPRETED:
-        _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, s, rstd)
-        return y, s, rstd
-    _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch)
-    return y, s, rstd
+        _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd)
+        return y, residual_out, rstd
+    _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd, launch)
+    return y, residual_out, rstd
 
 
 def _resolved(t):
@@ -100,12 +96,12 @@ def _resolved(t):
     return t.resolve_neg() if t is not None and t.is_neg() else t
 
 
-def _check_outputs(x, residual, weight, out, s, inplace):
-    """What the forward writes (y into `out`, the sum into `s`) against what it reads: each
-    output may be an input exactly (read before it is written, by the same thread) or share
-    no element with it; the two outputs share nothing; the weight, read by every row, shares
-    nothing with an output."""
-    s_name = "residual (updated in place)" if inplace else "residual_out"
+def _check_outputs(x, residual, weight, out, residual_out, inplace):
+    """What the forward writes (y into `out`, the sum into `residual_out`) against what it
+    reads: each output may be an input exactly (read before it is written, by the same
+    thread) or share no element with it; the two outputs share nothing; the weight, read by
+    every row, shares nothing with an output."""
+    residual_out_name = "residual (updated in place)" if inplace else "residual_out"
     if out is not None:
         v.check_writable("out", out)
         v.check_no_partial_alias("out", out, "x", x)
@@ -114,15 +110,16 @@ def _check_outputs(x, residual, weight, out, s, inplace):
                                                                "writes")
         else:
             v.check_no_partial_alias("out", out, "residual", residual)
-            v.check_disjoint("out", out, "residual_out", s, "; they are two different "
-                                                            "results")
+            v.check_disjoint("out", out, "residual_out", residual_out,
+                             "; they are two different results")
         v.check_disjoint("out", out, "weight", weight, ", which every row reads")
-    if s is not None:
-        v.check_writable(s_name, s)
-        v.check_no_partial_alias(s_name, s, "x", x)
+    if residual_out is not None:
+        v.check_writable(residual_out_name, residual_out)
+        v.check_no_partial_alias(residual_out_name, residual_out, "x", x)
         if not inplace:
-            v.check_no_partial_alias(s_name, s, "residual", residual)
-        v.check_disjoint(s_name, s, "weight", weight, ", which every row reads")
+            v.check_no_partial_alias(residual_out_name, residual_out, "residual", residual)
+        v.check_disjoint(residual_out_name, residual_out, "weight", weight,
+                         ", which every row reads")
 
 
 def alloc(shape, dtype, device):
@@ -130,15 +127,15 @@ def alloc(shape, dtype, device):
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, s, rstd):
+def _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd):
     """CPU without the interpreter: DESIGN.md's contract in PyTorch ops."""
     if residual is None:
         y_ref, r = reference.contract_rms_norm(x, weight, eps, offset=offset,
                                                casting_mode=casting_mode)
     else:
-        y_ref, s_ref, r = reference.contract_fused_add_rms_norm(
+        y_ref, residual_out_ref, r = reference.contract_fused_add_rms_norm(
             x, residual, weight, eps, offset=offset, casting_mode=casting_mode)
-        s.copy_(s_ref)
+        residual_out.copy_(residual_out_ref)
     y.copy_(y_ref)
     if rstd is not None:
         rstd.copy_(r.squeeze(-1))
@@ -162,9 +159,9 @@ def _staged(t):
     return None if t is None else t.clone(memory_format=torch.contiguous_format)
 
 
-def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
+def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd, launch):
     fused = residual is not None
-    inplace = fused and residual is s
+    inplace = fused and residual is residual_out
     x = _readable(x)
     if fused and not inplace:
         residual = _readable(residual)
@@ -177,34 +174,36 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, s, rstd, launch):
     elif launch.path == "tile" and launch.block_n * launch.chunks < x.shape[-1]:
         raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
                          f"the rows have {x.shape[-1]}")
-    spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(s),
+    spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(residual_out),
                         None if weight is None else weight.dtype, rstd is not None,
                         casting_mode, launch)
-    if spec is None or not spec[2] or not _aligned(x, residual, weight, y, s):
+    if spec is None or not spec[2] or not _aligned(x, residual, weight, y, residual_out):
         # Not the kernel the same data laid out contiguously would run (more than two
         # levels of row strides, a pointer off 16 bytes, a row stride that Triton
         # specializes otherwise than n, or one of 2^31 elements or more): run that kernel
         # on contiguous copies, so that every layout gives the contiguous layout's bits.
         y_c = alloc(y.shape, y.dtype, y.device)
         if inplace:
-            s_c = _staged(s)  # the residual, read and then overwritten with the sum
+            # The residual, read and then overwritten with the sum.
+            residual_out_c = _staged(residual_out)
         else:
-            s_c = None if s is None else alloc(s.shape, s.dtype, s.device)
-        _launch(_staged(x), s_c if inplace else _staged(residual), _staged(weight), eps,
-                offset, casting_mode, y_c, s_c, rstd, launch)
+            residual_out_c = None if residual_out is None else \
+                alloc(residual_out.shape, residual_out.dtype, residual_out.device)
+        _launch(_staged(x), residual_out_c if inplace else _staged(residual), _staged(weight), eps,
+                offset, casting_mode, y_c, residual_out_c, rstd, launch)
         y.copy_(y_c)
         if fused:
-            s.copy_(s_c)
+            residual_out.copy_(residual_out_c)
         return
     prepared, sizes, _ = spec
     if launch.path == "split" or (launch.path == "loop" and
                                   sizes[0] < _split_below(x.device, fused)):
-        _split_forward(x, residual, weight, y, s, rstd, sizes, eps, offset, casting_mode,
+        _split_forward(x, residual, weight, y, residual_out, rstd, sizes, eps, offset, casting_mode,
                        launch, prepared.constexprs["TWO_LEVEL"])
         return
     with _on_device(x.device):
         prepared(x, residual if fused else x, weight if weight is not None else x, y,
-                 s if fused else y, rstd if rstd is not None else y,
+                 residual_out if fused else y, rstd if rstd is not None else y,
                  *sizes, float(eps), float(offset))
 
 
@@ -219,24 +218,25 @@ def _split_below(device, fused):
     return _sm_count(device) // (4 if fused else 2)
 
 
-def _split_forward(x, residual, weight, y, s, rstd, sizes, eps, offset, casting_mode, launch,
-                   two_level):
+def _split_forward(x, residual, weight, y, residual_out, rstd, sizes, eps, offset,
+                   casting_mode, launch, two_level):
     """The forward of rmsnorm.kernels.forward_split over the rows `sizes` describes (the
     looped kernel's sizes and strides, from _launch_spec)."""
     fused = residual is not None
     rows, n, inner, rstd_rows = sizes[:4]
-    st_x, st_r, st_y, st_s = sizes[4:6], sizes[6:8], sizes[8:10], sizes[10:12]
+    st_x, st_r, st_y, st_residual_out = sizes[4:6], sizes[6:8], sizes[8:10], sizes[10:12]
     tiles = -(-n // launch.block_n)
     dtypes = (x.dtype, residual.dtype if fused else None,
-              weight.dtype if weight is not None else None, y.dtype, s.dtype if fused else None)
+              weight.dtype if weight is not None else None, y.dtype,
+              residual_out.dtype if fused else None)
     sumsq, scale = _split_forward_spec(x.device, rows * tiles, fused, weight is not None,
                                        two_level, casting_mode, dtypes, launch,
                                        (n, *sizes[4:]))
     sums = alloc((rows, tiles), _torch_acc(x.dtype), x.device)
-    src, st_src = (s, st_s) if fused else (x, st_x)
+    src, st_src = (residual_out, st_residual_out) if fused else (x, st_x)
     with _on_device(x.device):
-        sumsq(x, residual if fused else x, s if fused else x, sums, rows, n, inner, tiles,
-              *st_x, *st_r, *st_s)
+        sumsq(x, residual if fused else x, residual_out if fused else x, sums, rows, n, inner,
+              tiles, *st_x, *st_r, *st_residual_out)
         scale(src, weight if weight is not None else x, y, rstd if rstd is not None else y,
               sums, rows, n, inner, tiles, rstd_rows, *st_src, *st_y, float(eps), float(offset))
 
@@ -276,13 +276,14 @@ def _as_twin(plan, n):
 
 
 @functools.lru_cache(maxsize=4096)
-def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rstd,
-                 casting_mode, launch):
+def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta, w_dtype,
+                 has_rstd, casting_mode, launch):
     """(prepared kernel, sizes and strides, whether the strides are the contiguous twin's
     kind: _as_twin) for one call signature, or None when the rows need more than two levels
     of strides."""
-    fused = r_meta is not None
-    named = {"x": x_meta, "y": y_meta, "residual": r_meta, "s": s_meta}
+    fused = residual_meta is not None
+    named = {"x": x_meta, "y": y_meta, "residual": residual_meta,
+             "residual_out": residual_out_meta}
     strides = {k: m[0][:-1] for k, m in named.items() if m is not None}
     plan = plan_rows(shape[:-1], strides)
     if plan is None:
@@ -292,7 +293,7 @@ def _launch_spec(shape, device, x_meta, r_meta, y_meta, s_meta, w_dtype, has_rst
     st = _strides_of(plan, n)
     zero = (0, 0)
     sizes = (plan.rows, n, plan.inner, plan.rows if has_rstd else 0,
-             *st["x"], *st.get("residual", zero), *st["y"], *st.get("s", zero))
+             *st["x"], *st.get("residual", zero), *st["y"], *st.get("residual_out", zero))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                  W_RESIDENT=launch.w_resident, CHUNKS=launch.chunks, HAS_RES=fused,
                  HAS_W=w_dtype is not None,
@@ -351,31 +352,31 @@ def _check_dx_out(dx_out, dy, x, weight, rstd, dresidual):
         v.check_disjoint("dx_out", dx_out, name, t, ", which the backward reads")
 
 
-def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_dw, launch):
+def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, need_dw, launch):
     x, dy = _readable(x), _readable(dy)
-    dres = _readable(dres) if dres is not None else None
+    dresidual = _readable(dresidual) if dresidual is not None else None
     if weight is not None:
         weight = weight.contiguous()
     n = x.shape[-1]
     if launch is None:
-        widest = max(t.element_size() for t in (x, dy, dres) if t is not None)
-        launch = configs.backward_launch(n, widest, dres is not None,
+        widest = max(t.element_size() for t in (x, dy, dresidual) if t is not None)
+        launch = configs.backward_launch(n, widest, dresidual is not None,
                                          weight.element_size() if weight is not None else 0,
                                          _arch(x.device))
     elif launch.path == "tile" and launch.block_n * launch.chunks < n:
         raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
                          f"the rows have {n}")
     if launch.path == "split":
-        return _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx,
+        return _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx,
                                       need_dw, launch)
-    spec = _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dres),
+    spec = _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dresidual),
                           None if weight is None else weight.dtype, need_dw, casting_mode,
                           launch)
-    if spec is None or not spec[2] or not _aligned(dy, x, weight, rstd, dx, dres):
+    if spec is None or not spec[2] or not _aligned(dy, x, weight, rstd, dx, dresidual):
         # As the forward's _launch: the contiguous layout's kernel, on contiguous copies.
         dx_c = alloc(dx.shape, dx.dtype, dx.device)
         dw = _launch_backward(_staged(dy), _staged(x), _staged(weight), _staged(rstd), offset,
-                              casting_mode, _staged(dres), dx_c, need_dw, launch)
+                              casting_mode, _staged(dresidual), dx_c, need_dw, launch)
         dx.copy_(dx_c)
         return dw
     prepared, sizes, _ = spec
@@ -383,7 +384,7 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
     partials = alloc((programs, n), rstd.dtype, x.device) if need_dw else None
     with _on_device(x.device):
         prepared(dy, x, weight if weight is not None else x, rstd, dx,
-                 dres if dres is not None else dx, partials if need_dw else rstd,
+                 dresidual if dresidual is not None else dx, partials if need_dw else rstd,
                  *sizes, float(offset))
         if not need_dw:
             return None
@@ -396,16 +397,16 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_d
 SPLIT_SEG_TILES = 8
 
 
-def _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, need_dw,
+def _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, need_dw,
                            launch):
     """The two-grid backward of rmsnorm.kernels.backward_split (explicit launches only)."""
     n = x.shape[-1]
-    named = {"dy": _meta(dy), "x": _meta(x), "dx": _meta(dx), "dres": _meta(dres)}
+    named = {"dy": _meta(dy), "x": _meta(x), "dx": _meta(dx), "dresidual": _meta(dresidual)}
     plan = plan_rows(x.shape[:-1], {k: m[0][:-1] for k, m in named.items() if m is not None})
     if plan is None:
         dx_c = alloc(dx.shape, dx.dtype, dx.device)
         dw = _launch_split_backward(_staged(dy), _staged(x), _staged(weight), _staged(rstd),
-                                    offset, casting_mode, _staged(dres), dx_c, need_dw, launch)
+                                    offset, casting_mode, _staged(dresidual), dx_c, need_dw, launch)
         dx.copy_(dx_c)
         return dw
     st = _strides_of(plan, n)
@@ -418,14 +419,14 @@ def _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, 
     groups = -(-rows // rows_per_group)
     common = dict(HAS_W=weight is not None, TWO_LEVEL=plan.two_level, ACC=_acc(x.dtype),
                   PDL=_pdl(device))
-    ints = (n, *st["dy"], *st["x"], *st["dx"], *st.get("dres", ()))
+    ints = (n, *st["dy"], *st["x"], *st["dx"], *st.get("dresidual", ()))
     dot_kernel = _prepare(bwd_dot_kernel, min(rows * segments, programs), 5,
                           dict(common, BLOCK_N=launch.block_n, SEG_TILES=SPLIT_SEG_TILES,
                                NUM_STAGES=launch.num_stages), launch.num_warps, ints)
     cols_kernel = _prepare(bwd_cols_kernel, groups * col_blocks, 8,
                            dict(common, BLOCK_N=launch.block_n,
                                 BLOCK_S=configs.next_pow2(segments),
-                                NUM_STAGES=launch.num_stages, HAS_DRES=dres is not None,
+                                NUM_STAGES=launch.num_stages, HAS_DRESIDUAL=dresidual is not None,
                                 HAS_DW=need_dw, LLAMA=casting_mode == "llama",
                                 SOFT_BF16=INTERPRETED), launch.num_warps, ints)
     dot = alloc((rows, segments), rstd.dtype, device)
@@ -434,9 +435,9 @@ def _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, 
     with _on_device(device):
         dot_kernel(dy, x, w, rstd, dot, rows, n, plan.inner, segments, *st["dy"], *st["x"],
                    float(offset))
-        cols_kernel(dy, x, w, rstd, dot, dx, dres if dres is not None else dx,
+        cols_kernel(dy, x, w, rstd, dot, dx, dresidual if dresidual is not None else dx,
                     partials if need_dw else rstd, rows, n, plan.inner, segments,
-                    rows_per_group, *st["dy"], *st["x"], *st["dx"], *st.get("dres", (0, 0)),
+                    rows_per_group, *st["dy"], *st["x"], *st["dx"], *st.get("dresidual", (0, 0)),
                     float(offset))
         if not need_dw:
             return None
@@ -446,22 +447,22 @@ def _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dres, dx, 
 
 
 @functools.lru_cache(maxsize=4096)
-def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dres_meta, w_dtype, need_dw,
+def _backward_spec(shape, device, dy_meta, x_meta, dx_meta, dresidual_meta, w_dtype, need_dw,
                    casting_mode, launch):
     """(prepared kernel, sizes and strides, _as_twin) for one backward call signature, or
     None when the rows need more than two levels of strides. Every dtype the kernel sees is
     in the key."""
-    named = {"dy": dy_meta, "x": x_meta, "dx": dx_meta, "dres": dres_meta}
+    named = {"dy": dy_meta, "x": x_meta, "dx": dx_meta, "dresidual": dresidual_meta}
     strides = {k: m[0][:-1] for k, m in named.items() if m is not None}
     plan = plan_rows(shape[:-1], strides)
     if plan is None:
         return None
     st = _strides_of(plan, shape[-1])
     sizes = (plan.rows, shape[-1], plan.inner,
-             *st["dy"], *st["x"], *st["dx"], *st.get("dres", (0, 0)))
+             *st["dy"], *st["x"], *st["dx"], *st.get("dresidual", (0, 0)))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                  W_RESIDENT=launch.w_resident, DW_RESIDENT=launch.dw_resident,
-                 CHUNKS=launch.chunks, HAS_DRES=dres_meta is not None,
+                 CHUNKS=launch.chunks, HAS_DRESIDUAL=dresidual_meta is not None,
                  HAS_W=w_dtype is not None,
                  HAS_DW=need_dw, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))

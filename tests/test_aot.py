@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-ROW_COUNTS = {"fwd_tile_kernel": ["H", "M", "rstd_rows"], "fwd_loop_kernel": ["H", "M", "rstd_rows"],
+ROW_COUNTS = {"fwd_tile_kernel": ["H", "M", "rstd_rows"],
+              "fwd_loop_kernel": ["H", "M", "rstd_rows"],
               "bwd_tile_kernel": ["H", "M"], "bwd_loop_kernel": ["H", "M"],
               "dw_reduce_kernel": ["P"]}
 
@@ -28,7 +29,7 @@ def row(op, eb, n):
 
 specs = [aot.Spec("fwd", "bf16", True, True, variant=row("fwd", 2, 4096)),
          aot.Spec("add", "f16", variant=len(configs.rules_for("add", 2)) - 1),
-         aot.Spec("bwd", "f32", True, has_dres=True, has_dw=True, variant=row("bwd", 4, 256)),
+         aot.Spec("bwd", "f32", True, has_dresidual=True, has_dw=True, variant=row("bwd", 4, 256)),
          aot.Spec("reduce", "bf16", variant=aot.reduce_blocks()[0].bit_length() - 1)]
 for spec in specs:
     kernel, types, consts, pointers, _, _, _ = aot._signature(spec, 90)

@@ -22,9 +22,9 @@ def backward_inputs(tag, shape, dtype, device, fused=False):
     seed = seed_of("bwd-inputs", tag, shape, dtype, fused)
     x, dy = randn(shape, dtype, device, seed), randn(shape, dtype, device, seed + 2)
     w = weight_for(shape[-1], dtype, device, seed)
-    dres = randn(shape, dtype, device, seed + 3) if fused else None
+    dresidual = randn(shape, dtype, device, seed + 3) if fused else None
     _, _, rstd = ops.forward(x, w, return_rstd=True)
-    return x, w, dy, dres, rstd
+    return x, w, dy, dresidual, rstd
 
 
 def rel_err(a, b):
@@ -184,16 +184,16 @@ def test_fused_add_gives_x_and_residual_the_gradient_of_the_sum(device, x_dtype,
     w = weight_for(300, x_dtype, device, seed)
     dy = randn((17, 300), reference.output_dtype(r_dtype, w, "llama"), device, seed + 2)
     ds_out = randn((17, 300), r_dtype, device, seed + 3)
-    dx, dres, dw = grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(a, b, c), (x, res, w),
-                         (dy, ds_out))
-    assert dx.dtype == x_dtype and dres.dtype == r_dtype and dw.dtype == w.dtype
-    assert torch.equal(dx, dres.to(x_dtype))
+    dx, residual_grad, dw = grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(a, b, c),
+                                  (x, res, w), (dy, ds_out))
+    assert dx.dtype == x_dtype and residual_grad.dtype == r_dtype and dw.dtype == w.dtype
+    assert torch.equal(dx, residual_grad.to(x_dtype))
 
     # The norm sees the rounded sum (DESIGN.md); in float64 its gradient is the ground truth.
     s = reference.residual_add(x, res).double()
     ds64, dw64 = grads(lambda a, c: (reference.float64_rms_norm(a, c), a * 1.0),
                        (s, w.double()), (dy.double(), ds_out.double()))
-    assert rel_err(dres, ds64) <= GRAD_RTOL[r_dtype]
+    assert rel_err(residual_grad, ds64) <= GRAD_RTOL[r_dtype]
     assert rel_err(dw, dw64) <= GRAD_RTOL[x_dtype]
 
 
@@ -218,10 +218,11 @@ def test_inplace_fused_add_under_autograd_matches_the_out_of_place_one(device):
 @pytest.mark.parametrize("fused", [False, True])
 def test_backward_is_bit_identical_from_run_to_run(device, n, max_tile, fused):
     m = 3000 if device == "cuda" else 24  # on the GPU: many programs, many partial rows
-    x, w, dy, dres, rstd = backward_inputs("determinism", (m, n), torch.bfloat16, device, fused)
+    x, w, dy, dresidual, rstd = backward_inputs("determinism", (m, n), torch.bfloat16, device,
+                                                fused)
     with configs.max_tile(max_tile or 1 << 20):
-        first = ops.backward(dy, x, w, rstd, dresidual=dres)
-        second = ops.backward(dy, x, w, rstd, dresidual=dres)
+        first = ops.backward(dy, x, w, rstd, dresidual=dresidual)
+        second = ops.backward(dy, x, w, rstd, dresidual=dresidual)
     assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
 
 
@@ -268,10 +269,10 @@ def test_module_parameters_get_gradients(device):
 @pytest.mark.parametrize("fused", [False, True])
 def test_dw_partials_kept_in_global_memory_equal_the_register_ones(device, fused):
     # Wide rows keep the dw partial row in L2 instead of registers (configs: dw_resident).
-    x, w, dy, dres, rstd = backward_inputs("dw-global", (37, 50), torch.float32, device, fused)
+    x, w, dy, dresidual, rstd = backward_inputs("dw-global", (37, 50), torch.float32, device, fused)
     launches = [configs.Launch("tile", 64, 4, 2, 1, 1, True, dw_resident=resident)
                 for resident in (True, False)]
-    (dx_r, dw_r), (dx_g, dw_g) = [ops.backward(dy, x, w, rstd, dresidual=dres, launch=launch)
+    (dx_r, dw_r), (dx_g, dw_g) = [ops.backward(dy, x, w, rstd, dresidual=dresidual, launch=launch)
                                   for launch in launches]
     assert torch.equal(dx_r, dx_g)
     torch.testing.assert_close(dw_g, dw_r, rtol=1e-6, atol=1e-6)  # summed in another order
@@ -282,9 +283,9 @@ def test_dw_partials_kept_in_global_memory_equal_the_register_ones(device, fused
 @pytest.mark.parametrize("fused", [False, True])
 def test_looped_path_with_several_rows_per_step(device, fused):
     # 7 rows, 2 per step: the last step is half masked; 50 columns in tiles of 16.
-    x, w, dy, dres, rstd = backward_inputs("loop-rows", (7, 50), torch.float32, device, fused)
-    dx, dw = ops.backward(dy, x, w, rstd, dresidual=dres,
+    x, w, dy, dresidual, rstd = backward_inputs("loop-rows", (7, 50), torch.float32, device, fused)
+    dx, dw = ops.backward(dy, x, w, rstd, dresidual=dresidual,
                           launch=configs.Launch("loop", 16, 2, 1, 1, 1, False))
-    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, dresidual=dres)
+    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, dresidual=dresidual)
     torch.testing.assert_close(dx, dx_c, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(dw, dw_c, rtol=1e-5, atol=1e-5)

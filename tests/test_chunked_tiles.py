@@ -93,16 +93,16 @@ def test_chunked_backward_matches_float64_the_contract_and_the_recipe(device, n,
 
 @pytest.mark.parametrize("with_weight", [True, False])
 def test_chunked_backward_adds_dresidual(device, with_weight):
-    seed = seed_of("chunked-bwd-dres", with_weight)
+    seed = seed_of("chunked-bwd-dresidual", with_weight)
     x, dy = randn((5, 100), torch.float32, device, seed), randn((5, 100), torch.float32,
                                                                  device, seed + 1)
-    dres = randn((5, 100), torch.float32, device, seed + 2)
+    dresidual = randn((5, 100), torch.float32, device, seed + 2)
     w = weight_for(100, torch.float32, device, seed) if with_weight else None
     _, _, rstd = ops.forward(x, w, return_rstd=True)
-    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, dresidual=dres)
+    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, dresidual=dresidual)
     for launch in BACKWARD_LAUNCHES[100]:
         dx = nan_like(x)
-        _, dw = ops.backward(dy, x, w, rstd, dresidual=dres, dx_out=dx, launch=launch)
+        _, dw = ops.backward(dy, x, w, rstd, dresidual=dresidual, dx_out=dx, launch=launch)
         torch.testing.assert_close(dx, dx_c, rtol=1e-5, atol=1e-6)
         if with_weight:
             torch.testing.assert_close(dw, dw_c, rtol=1e-5, atol=1e-5)

@@ -52,11 +52,11 @@ def test_forward_and_fused_add_match_the_python_path_bit_for_bit(dtype, n, mode)
 def test_backward_matches_the_python_path_bit_for_bit(dtype, n, fused):
     rows = 300
     x, dy, w = _data(rows, n, dtype, 4), _data(rows, n, dtype, 5), _data(1, n, dtype, 6)[0]
-    dres = _data(rows, n, dtype, 7) if fused else None
+    dresidual = _data(rows, n, dtype, 7) if fused else None
     _, _, rstd = ops.forward(x, w, 1e-6, return_rstd=True)
-    dx, dw = ops.backward(dy, x, w, rstd, dresidual=dres)
+    dx, dw = ops.backward(dy, x, w, rstd, dresidual=dresidual)
     cdx, cdw = nan_like(dx), nan_like(dw)
-    clib.backward(dy, x, w, rstd, 0.0, "llama", cdx, cdw, dresidual=dres)
+    clib.backward(dy, x, w, rstd, 0.0, "llama", cdx, cdw, dresidual=dresidual)
     torch.cuda.synchronize()
     assert_same_bits(cdx, dx)
     if n == 1 and dtype == torch.float32:

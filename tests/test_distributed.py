@@ -182,7 +182,7 @@ def on_ranks_fused_add():
     torch.autograd.backward([y, s], [shard(gy), shard(gs)])
     trained = dict(placements=[t.placements for t in (y, s, x.grad, residual.grad)],
                    y=y.to_local(), s=s.to_local(), dx=x.grad.to_local(),
-                   dres=residual.grad.to_local(), dw=w.grad.full_tensor())
+                   residual_grad=residual.grad.to_local(), dw=w.grad.full_tensor())
     # Inference: the sum written into the residual DTensor itself, y into out.
     with torch.no_grad():
         res = residual.detach().clone()
@@ -197,14 +197,15 @@ def test_fused_add_keeps_the_residual_placement(world):
     leaves = [t.clone().requires_grad_() for t in (x, residual, w)]
     y, s = rmsnorm.fused_add_rms_norm(*leaves)
     torch.autograd.backward([y, s], [gy, gs])
-    y, s, dx, dres, dw = to_cpu([y, s] + [t.grad for t in leaves])
+    y, s, dx, residual_grad, dw = to_cpu([y, s] + [t.grad for t in leaves])
     for rank, got in enumerate(world.run(on_ranks_fused_add)):
         mine = lambda t: shard_of(t, Shard(1), rank)  # noqa: E731
         trained, inference = got["trained"], got["inference"]
         assert all(p == (Shard(1),) for p in trained["placements"])
-        for name, want in (("y", y), ("s", s), ("dx", dx), ("dres", dres)):
+        for name, want in (("y", y), ("s", s), ("dx", dx), ("residual_grad", residual_grad)):
             assert torch.equal(trained[name], mine(want)), name
-        assert trained["dx"].dtype == torch.bfloat16 and trained["dres"].dtype == torch.float32
+        assert trained["dx"].dtype == torch.bfloat16
+        assert trained["residual_grad"].dtype == torch.float32
         torch.testing.assert_close(trained["dw"], dw, rtol=1e-5, atol=1e-5)
         assert inference["same"] == (True, True)
         assert torch.equal(inference["y"], mine(y)) and torch.equal(inference["s"], mine(s))
@@ -280,7 +281,7 @@ def one_process_block(x, residual, gy, gs):
     leaves = [x.clone().requires_grad_(), residual.clone().requires_grad_()]
     y, s = block(*leaves)
     torch.autograd.backward([y, s], [gy, gs])
-    return to_cpu(dict(y=y, s=s, dx=leaves[0].grad, dres=leaves[1].grad,
+    return to_cpu(dict(y=y, s=s, dx=leaves[0].grad, residual_grad=leaves[1].grad,
                        grads={n: p.grad for n, p in block.named_parameters()}))
 
 
@@ -353,7 +354,7 @@ def on_ranks_sequence_parallel(compiled):
                                          for g in (gy, gs)])
     return to_cpu(dict(
         placements=(y.placements, s.placements), y=y.to_local(), s=s.to_local(),
-        dx=x.grad, dres=residual.grad, seen=seen.forward if not compiled else None,
+        dx=x.grad, residual_grad=residual.grad, seen=seen.forward if not compiled else None,
         weight_grads={n: p.grad.full_tensor() for n, p in block.named_parameters()},
         graph_breaks=sum(counters["graph_break"].values())))
 
@@ -365,7 +366,7 @@ def test_sequence_parallel_block_matches_one_process(world):
         mine = lambda t: t.chunk(RANKS, 1)[rank]  # noqa: E731
         assert got["placements"] == ((Shard(1),), (Shard(1),))
         assert got["seen"] == [(4, 4, N)] * 2  # both norms on the local half of the sequence
-        for name in ("y", "s", "dx", "dres"):
+        for name in ("y", "s", "dx", "residual_grad"):
             torch.testing.assert_close(got[name], mine(full[name]), rtol=1e-5, atol=1e-6)
         for name, g in got["weight_grads"].items():
             torch.testing.assert_close(g, full["grads"][name], rtol=1e-5, atol=1e-5)
@@ -379,7 +380,7 @@ def test_sequence_parallel_block_compiles_without_graph_breaks(world):
         assert c["placements"] == e["placements"]
         # rmsnorm's results are the same kernels on the same shards either way; the
         # linear's own gradients are Inductor's reductions when compiled.
-        for name in ("y", "s", "dx", "dres"):
+        for name in ("y", "s", "dx", "residual_grad"):
             assert torch.equal(c[name], e[name]), name
         for name, g in c["weight_grads"].items():
             torch.testing.assert_close(g, e["weight_grads"][name], rtol=1e-5, atol=1e-6)

@@ -98,21 +98,21 @@ def check_forward(kind, dtype, device, m, n, limit, casting_mode, fused, inplace
             assert_same_bits(a, b)
 
 
-def backward_in(kind, x, w, dy, dres, rstd):
+def backward_in(kind, x, w, dy, dresidual, rstd):
     dx_out, lx = poisoned(x, kind), laid_out(x, kind)
     dx, dw = ops.backward(laid_out(dy, kind), lx, w, rstd.view(lx.shape[:-1]),
-                          dresidual=None if dres is None else laid_out(dres, kind),
+                          dresidual=None if dresidual is None else laid_out(dresidual, kind),
                           dx_out=dx_out)
     return flat(dx), dw
 
 
 def check_backward(kind, dtype, device, m, n, limit, casting_mode, fused):
-    x, dres, w, dy = inputs(("bwd", kind, fused), dtype, device, m, n)
+    x, dresidual, w, dy = inputs(("bwd", kind, fused), dtype, device, m, n)
     with cap(limit):
         _, _, rstd = ops.forward(x, w, 1e-6, casting_mode=casting_mode, return_rstd=True)
-        dres = dres if fused else None
-        expected = backward_in("contiguous", x, w, dy, dres, rstd)
-        got = backward_in(kind, x, w, dy, dres, rstd)
+        dresidual = dresidual if fused else None
+        expected = backward_in("contiguous", x, w, dy, dresidual, rstd)
+        got = backward_in(kind, x, w, dy, dresidual, rstd)
     for a, b in zip(got, expected):
         assert_same_bits(a, b)
 

@@ -16,11 +16,11 @@ def split(block_n=16, warps=1):
     return configs.Launch("split", block_n, 1, warps, 1, 2, False, False)
 
 
-def split_backward(x, w, dy, dres=None, casting_mode="llama", offset=0.0, need_dw=True):
+def split_backward(x, w, dy, dresidual=None, casting_mode="llama", offset=0.0, need_dw=True):
     _, _, rstd = ops.forward(x, w, return_rstd=True, offset=offset, casting_mode=casting_mode)
     dx = nan_like(x)
     _, dw = ops.backward(dy, x, w, rstd, offset=offset, casting_mode=casting_mode,
-                         dresidual=dres, need_dw=need_dw, dx_out=dx, launch=split())
+                         dresidual=dresidual, need_dw=need_dw, dx_out=dx, launch=split())
     return dx, dw, rstd
 
 
@@ -41,13 +41,13 @@ def test_split_gradients_match_float64_the_contract_and_the_recipe(device, dtype
 
 @pytest.mark.parametrize("with_weight", [True, False])
 def test_split_fused_add_gradient_adds_dresidual(device, with_weight):
-    seed = seed_of("split-dres", with_weight)
+    seed = seed_of("split-dresidual", with_weight)
     x, dy = randn((4, 300), torch.float32, device, seed), randn((4, 300), torch.float32,
                                                                  device, seed + 1)
-    dres = randn((4, 300), torch.float32, device, seed + 2)
+    dresidual = randn((4, 300), torch.float32, device, seed + 2)
     w = weight_for(300, torch.float32, device, seed) if with_weight else None
-    dx, dw, rstd = split_backward(x, w, dy, dres=dres)
-    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, dresidual=dres)
+    dx, dw, rstd = split_backward(x, w, dy, dresidual=dresidual)
+    dx_c, dw_c = reference.contract_rms_norm_backward(dy, x, w, rstd, dresidual=dresidual)
     assert rel_err(dx, dx_c) <= 1e-6
     if with_weight:
         assert rel_err(dw, dw_c) <= 1e-6

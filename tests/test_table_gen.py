@@ -145,7 +145,7 @@ def test_every_aot_kernel_launches_as_the_python_launcher_does_at_its_rows_width
         high = group[spec.variant].max_n or 4 * low
         for n in {low, high}:
             if spec.op == "bwd":
-                want = configs.backward_launch(n, eb, spec.has_dres, wb)
+                want = configs.backward_launch(n, eb, spec.has_dresidual, wb)
             else:
                 want = configs.forward_launch(n, eb, spec.op == "add", wb)
             assert aot._launch(spec, 90) == want, (spec, n)

@@ -271,13 +271,13 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
     }
     if ((s = open(c)) != RMSNORM_SUCCESS) return s;
     key = key_of(*c.device->set, Op::kBackward, act, a.weight, a.casting_mode, a.n);
-    key.has_dres = fused;
+    key.has_dresidual = fused;
     key.has_dw = a.dw != nullptr;
-    const void* dres = fused ? a.dresidual.data : a.dx.data;
+    const void* dresidual = fused ? a.dresidual.data : a.dx.data;
     const void* w = a.weight != nullptr ? a.weight : a.x.data;
     const void* partials = key.has_dw ? workspace : a.rstd;
     key.align =
-        alignment(a.n, {a.dy.data, a.x.data, w, a.rstd, a.dx.data, dres, partials},
+        alignment(a.n, {a.dy.data, a.x.data, w, a.rstd, a.dx.data, dresidual, partials},
                   {row_stride(a.dy.stride, a), row_stride(a.x.stride, a),
                    row_stride(a.dx.stride, a), fused ? row_stride(a.dresidual.stride, a) : 0});
     *image = find_image(*c.device, key);

@@ -15,7 +15,7 @@ struct KernelKey {
     uint32_t dtype;  // rmsnorm_dtype: F32 = 0, F16 = 1, BF16 = 2 (aot.DTYPES order)
     bool has_w = false;
     bool llama = false;
-    bool has_dres = false;
+    bool has_dresidual = false;
     bool has_dw = false;
     // The forward ops and the backward: the launch table's row (WidthRules); the reduction:
     // log2 of its column block.
@@ -26,7 +26,7 @@ struct KernelKey {
 
     uint32_t packed() const {
         return static_cast<uint32_t>(op) | dtype << 2 | uint32_t{has_w} << 4 |
-               uint32_t{llama} << 5 | uint32_t{has_dres} << 6 | uint32_t{has_dw} << 7 |
+               uint32_t{llama} << 5 | uint32_t{has_dresidual} << 6 | uint32_t{has_dw} << 7 |
                uint32_t{align} << 8 | variant << 10;
     }
 };

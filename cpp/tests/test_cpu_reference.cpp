@@ -270,22 +270,22 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, CpuBackwardDtypes,
 TEST(CpuBackward, FusedAddGradientIncludesTheResidualsAndMayOverwriteDy) {
     std::mt19937 gen(31);
     const int64_t rows = 4, n = 50;
-    Tensor s(RMSNORM_F32, rows, n), dy(RMSNORM_F32, rows, n), dres(RMSNORM_F32, rows, n);
+    Tensor s(RMSNORM_F32, rows, n), dy(RMSNORM_F32, rows, n), dresidual(RMSNORM_F32, rows, n);
     Tensor dx_plain(RMSNORM_F32, rows, n);
     s.fill_random(gen);
     dy.fill_random(gen);
-    dres.fill_random(gen);
+    dresidual.fill_random(gen);
     std::vector<float> rstd(rows);
     for (int64_t i = 0; i < rows; ++i) rstd[static_cast<size_t>(i)] = float(inv_rms64(s, i, 1e-6));
     auto bwd = backward_of(dy, s, dx_plain, rstd);
     rmsnorm::cpu_backward(bwd);
-    bwd.dresidual = dres.view();
+    bwd.dresidual = dresidual.view();
     bwd.dx = dy.view();  // the caller's explicit choice: dx over dy
     const Tensor dy_before = dy;
     rmsnorm::cpu_backward(bwd);
     for (int64_t i = 0; i < rows; ++i) {
         for (int64_t j = 0; j < n; ++j) {
-            EXPECT_NEAR(dy.get(i, j), dx_plain.get(i, j) + dres.get(i, j), 1e-6);
+            EXPECT_NEAR(dy.get(i, j), dx_plain.get(i, j) + dresidual.get(i, j), 1e-6);
         }
     }
     EXPECT_NE(dy.get(0, 0), dy_before.get(0, 0));

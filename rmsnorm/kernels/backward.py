@@ -4,13 +4,14 @@ reduction of those partials (device code only).
 With g = dy * (w + offset), xhat = x * rstd (rstd saved by the forward, one per row):
     dx = rstd * (g - xhat * mean(g * xhat))          stored in x's dtype
     dw = sum over rows of dy * xhat                   ("llama": xhat rounded to x's dtype first)
-With HAS_DRES (fused residual add) the gradient of the residual output is added to dx, so the
+With HAS_DRESIDUAL (fused residual add) the gradient of the residual output is added to dx, so the
 one stored tensor is the gradient of both x and residual.
 
 Two paths, chosen by rmsnorm.configs (op "bwd"), like the forward:
 - `bwd_tile_kernel`: a row fits one tile (or CHUNKS tiles of a narrower power of two, as the
-  forward's); each program owns ROWS rows per step of a persistent loop and keeps its dw partial in registers, summed and written once at the end
-  (DW_RESIDENT), or, for wide rows, adds each step's sum to its partial row in global memory.
+  forward's); each program owns ROWS rows per step of a persistent loop and keeps its dw
+  partial in registers, summed and written once at the end (DW_RESIDENT), or, for wide rows,
+  adds each step's sum to its partial row in global memory.
 - `bwd_loop_kernel`: longer rows; per ROWS rows a first pass for mean(g * xhat) and a
   second pass (served mostly from L2) for dx, adding the rows' dw contribution to the
   program's partial row in global memory.
@@ -61,13 +62,13 @@ def _dw_update(dy, xhat, acc, NORM_DTYPE: tl.constexpr, LLAMA: tl.constexpr,
 
 @triton.jit(do_not_specialize=["M", "H"])  # as the forward's
 def bwd_tile_kernel(
-    DY, X, W, RSTD, DX, DRES, DWP,
+    DY, X, W, RSTD, DX, DRESIDUAL, DWP,
     M, N, H,
-    sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdr_o, sdr_i,
+    sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdresidual_o, sdresidual_i,
     offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr,
-    HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
+    HAS_DRESIDUAL: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
     LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
     # The row is held as CHUNKS tiles of BLOCK_N columns (tuples of tensors), as the forward's
@@ -136,9 +137,10 @@ def bwd_tile_kernel(
             c = k * BLOCK_N + cols
             mask = row_mask[:, None] & (c < N)[None, :]
             dx = rstd * (gs[k] - xhats[k] * mean_gx)
-            if HAS_DRES:
-                dr_at = _row_start(rows, H, sdr_o, sdr_i, TWO_LEVEL)[:, None] + c[None, :]
-                dx += tl.load(DRES + dr_at, mask=mask, other=0.0,
+            if HAS_DRESIDUAL:
+                dresidual_at = _row_start(rows, H, sdresidual_o, sdresidual_i,
+                                          TWO_LEVEL)[:, None] + c[None, :]
+                dx += tl.load(DRESIDUAL + dresidual_at, mask=mask, other=0.0,
                               eviction_policy="evict_first").to(ACC)
             tl.store(DX + dx_row + c[None, :], round_to(dx, DX.dtype.element_ty, SOFT_BF16),
                      mask=mask)
@@ -169,13 +171,13 @@ def bwd_tile_kernel(
 
 @triton.jit(do_not_specialize=["M", "H"])
 def bwd_loop_kernel(
-    DY, X, W, RSTD, DX, DRES, DWP,
+    DY, X, W, RSTD, DX, DRESIDUAL, DWP,
     M, N, H,
-    sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdr_o, sdr_i,
+    sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdresidual_o, sdresidual_i,
     offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr, DW_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr,
-    HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
+    HAS_DRESIDUAL: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
     LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
     # W_RESIDENT, DW_RESIDENT and CHUNKS belong to the shared signature: the weight is
@@ -234,9 +236,10 @@ def bwd_loop_kernel(
                 w = offset
             xhat = v * rstd
             dx = rstd * (_scaled_grad(dy, w, HAS_W) - xhat * mean_gx)
-            if HAS_DRES:
-                dr_rows = DRES + _row_start(rows, H, sdr_o, sdr_i, TWO_LEVEL)[:, None]
-                dx += tl.load(dr_rows + c[None, :], mask=m, other=0.0,
+            if HAS_DRESIDUAL:
+                dresidual_rows = DRESIDUAL + _row_start(rows, H, sdresidual_o, sdresidual_i,
+                                                        TWO_LEVEL)[:, None]
+                dx += tl.load(dresidual_rows + c[None, :], mask=m, other=0.0,
                               eviction_policy="evict_first").to(ACC)
             tl.store(dx_rows + c[None, :], round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=m)
             if HAS_DW:

@@ -62,12 +62,12 @@ def bwd_dot_kernel(
 
 @triton.jit(do_not_specialize=["M", "H", "ROWS_PER_GROUP"])
 def bwd_cols_kernel(
-    DY, X, W, RSTD, DOT, DX, DRES, DWP,
+    DY, X, W, RSTD, DOT, DX, DRESIDUAL, DWP,
     M, N, H, S, ROWS_PER_GROUP,
-    sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdr_o, sdr_i,
+    sdy_o, sdy_i, sx_o, sx_i, sdx_o, sdx_i, sdresidual_o, sdresidual_i,
     offset,
     BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr, NUM_STAGES: tl.constexpr,
-    HAS_DRES: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
+    HAS_DRESIDUAL: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, TWO_LEVEL: tl.constexpr,
     LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
     # Program (group, block): program ids run column block first, so that the programs
@@ -101,8 +101,8 @@ def bwd_cols_kernel(
         if HAS_DW:
             dw_acc += _dw_term(dy, xhat, X.dtype.element_ty, LLAMA, SOFT_BF16)
         dx = rstd * (_scaled_grad(dy, w, HAS_W) - xhat * mean_gx)
-        if HAS_DRES:
-            dx += tl.load(DRES + _row_start(row, H, sdr_o, sdr_i, TWO_LEVEL) + c,
+        if HAS_DRESIDUAL:
+            dx += tl.load(DRESIDUAL + _row_start(row, H, sdresidual_o, sdresidual_i, TWO_LEVEL) + c,
                           mask=col_mask, other=0.0, eviction_policy="evict_first").to(ACC)
         tl.store(DX + _row_start(row, H, sdx_o, sdx_i, TWO_LEVEL) + c,
                  round_to(dx, DX.dtype.element_ty, SOFT_BF16), mask=col_mask)

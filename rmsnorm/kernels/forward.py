@@ -84,9 +84,9 @@ def _scale(v, rstd, w, NORM_DTYPE: tl.constexpr, HAS_W: tl.constexpr, LLAMA: tl.
 # 16, as a kernel of its own): the AOT build compiles the same code for every count.
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
 def fwd_tile_kernel(
-    X, R, W, Y, RO, RSTD,
+    X, R, W, Y, RESIDUAL_OUT, RSTD,
     M, N, H, rstd_rows,
-    sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sro_o, sro_i,
+    sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
     eps, offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr,
@@ -108,7 +108,7 @@ def fwd_tile_kernel(
             w_cols = k * BLOCK_N + cols
             ws = ws + (_load_weight(W, w_cols, w_cols < N, offset, ACC)[None, :],)
     if HAS_RES:
-        norm_dtype: tl.constexpr = RO.dtype.element_ty
+        norm_dtype: tl.constexpr = RESIDUAL_OUT.dtype.element_ty
     else:
         norm_dtype: tl.constexpr = X.dtype.element_ty
     n_blocks = tl.cdiv(M, ROWS)
@@ -125,10 +125,11 @@ def fwd_tile_kernel(
             if HAS_RES:
                 r_at = _row_start(rows, H, sr_o, sr_i, TWO_LEVEL)[:, None] + c
                 res = tl.load(R + r_at, mask=mask, other=0.0, eviction_policy="evict_first")
-                s = round_to(v + res.to(ACC), RO.dtype.element_ty, SOFT_BF16)
-                ro_at = _row_start(rows, H, sro_o, sro_i, TWO_LEVEL)[:, None] + c
-                tl.store(RO + ro_at, s, mask=mask)
-                v = s.to(ACC)
+                residual_out = round_to(v + res.to(ACC), RESIDUAL_OUT.dtype.element_ty, SOFT_BF16)
+                residual_out_at = _row_start(rows, H, sresidual_out_o, sresidual_out_i,
+                                             TWO_LEVEL)[:, None] + c
+                tl.store(RESIDUAL_OUT + residual_out_at, residual_out, mask=mask)
+                v = residual_out.to(ACC)
             # Squares summed chunk by chunk, element by element, then across the tile: one
             # order for every row of a width.
             if k == 0:
@@ -155,9 +156,9 @@ def fwd_tile_kernel(
 
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
 def fwd_loop_kernel(
-    X, R, W, Y, RO, RSTD,
+    X, R, W, Y, RESIDUAL_OUT, RSTD,
     M, N, H, rstd_rows,
-    sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sro_o, sro_i,
+    sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
     eps, offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr,
@@ -180,8 +181,9 @@ def fwd_loop_kernel(
         y_row = Y + _row_start(row, H, sy_o, sy_i, TWO_LEVEL)
         if HAS_RES:
             r_row = R + _row_start(row, H, sr_o, sr_i, TWO_LEVEL)
-            ro_row = RO + _row_start(row, H, sro_o, sro_i, TWO_LEVEL)
-            norm_dtype: tl.constexpr = RO.dtype.element_ty
+            residual_out_row = RESIDUAL_OUT + _row_start(row, H, sresidual_out_o,
+                                                         sresidual_out_i, TWO_LEVEL)
+            norm_dtype: tl.constexpr = RESIDUAL_OUT.dtype.element_ty
         else:
             norm_dtype: tl.constexpr = X.dtype.element_ty
 
@@ -193,9 +195,9 @@ def fwd_loop_kernel(
             v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
             if HAS_RES:
                 res = tl.load(r_row + c, mask=m, other=0.0, eviction_policy="evict_first")
-                s = round_to(v + res.to(ACC), RO.dtype.element_ty, SOFT_BF16)
-                tl.store(ro_row + c, s, mask=m, eviction_policy="evict_last")
-                v = s.to(ACC)
+                residual_out = round_to(v + res.to(ACC), RESIDUAL_OUT.dtype.element_ty, SOFT_BF16)
+                tl.store(residual_out_row + c, residual_out, mask=m, eviction_policy="evict_last")
+                v = residual_out.to(ACC)
             sum_sq += _tile_sumsq(v)
         rstd = _inv_rms(sum_sq, N, eps, ACC)
         tl.store(RSTD + row, rstd, mask=row < rstd_rows)
@@ -207,7 +209,8 @@ def fwd_loop_kernel(
             c = (last - i) * BLOCK_N + cols
             m = c < N
             if HAS_RES:
-                v = tl.load(ro_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
+                v = tl.load(residual_out_row + c, mask=m, other=0.0,
+                            eviction_policy="evict_first").to(ACC)
             else:
                 v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
             if HAS_W:
@@ -216,4 +219,3 @@ def fwd_loop_kernel(
                 w = offset
             y = _scale(v, rstd, w, norm_dtype, HAS_W, LLAMA, SOFT_BF16)
             tl.store(y_row + c, round_to(y, Y.dtype.element_ty, SOFT_BF16), mask=m)
-

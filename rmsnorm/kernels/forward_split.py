@@ -25,9 +25,9 @@ from rmsnorm.kernels.rounding import round_to
 
 @triton.jit(do_not_specialize=["M", "H"])
 def fwd_sumsq_kernel(
-    X, R, RO, SS,
+    X, R, RESIDUAL_OUT, SS,
     M, N, H, T,
-    sx_o, sx_i, sr_o, sr_i, sro_o, sro_i,
+    sx_o, sx_i, sr_o, sr_i, sresidual_out_o, sresidual_out_i,
     BLOCK_N: tl.constexpr, HAS_RES: tl.constexpr, TWO_LEVEL: tl.constexpr,
     ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
@@ -45,10 +45,10 @@ def fwd_sumsq_kernel(
         if HAS_RES:
             res = tl.load(R + _row_start(row, H, sr_o, sr_i, TWO_LEVEL) + c, mask=m,
                           other=0.0, eviction_policy="evict_first")
-            s = round_to(v + res.to(ACC), RO.dtype.element_ty, SOFT_BF16)
-            tl.store(RO + _row_start(row, H, sro_o, sro_i, TWO_LEVEL) + c, s, mask=m,
-                     eviction_policy="evict_last")
-            v = s.to(ACC)
+            residual_out = round_to(v + res.to(ACC), RESIDUAL_OUT.dtype.element_ty, SOFT_BF16)
+            at = _row_start(row, H, sresidual_out_o, sresidual_out_i, TWO_LEVEL) + c
+            tl.store(RESIDUAL_OUT + at, residual_out, mask=m, eviction_policy="evict_last")
+            v = residual_out.to(ACC)
         tl.store(SS + row * T + tile, _tile_sumsq(v))
 
 
