@@ -13,7 +13,8 @@ and report the time per call, inputs warm in L2 as in a decode step; "graph_hbm"
 suite's 2^23-element shapes) do the same over input sets that together exceed the L2 three
 times, so that they move HBM bytes; their copy ceilings are timed the same way. --suite runs
 the fixed cases of rmsnorm.suite; --baseline compares the run with an earlier one's JSON and
-exits 1 when a case's % of copy fell by more than two points.
+exits 1 when a case's % of copy fell by more than two points in two timings (each case that
+fell is timed again, and the better timing kept, with both in its row's `timed_pct_copy`).
 GB/s counts the fewest bytes an op must move: forward reads x and writes y (2*M*N elements),
 fused add reads x and residual and writes y and the sum (4*M*N), backward ("bwd") reads x and
 dy and writes dx (3*M*N), forward + backward through autograd ("fwdbwd") both (5*M*N); the
@@ -433,6 +434,17 @@ def main(argv=None):
         print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
         if args.json:  # a run cut short by a time limit keeps the shapes done
             write_json(args.json, rows)
+    fell = {k for k, _, _ in suite.regressions(rows, baseline)} if baseline is not None else ()
+    for i, row in enumerate(rows):
+        # Timed again: one case's single timing can read up to 20 points low in a run and not
+        # in the next (two suite runs of the same code, 2026-12-01); a slower kernel reads low
+        # in both.
+        if suite.key(row) in fell:
+            op, dt, m, n, timing = suite.key(row)
+            again = run_shape(op, m, n, getattr(torch, dt), peers, args.warmup, args.rep, timing)
+            rows[i] = suite.better_timing(row, again)
+    if fell and args.json:
+        write_json(args.json, rows)
     print(format_table(rows))
     if baseline is not None:
         found = suite.regressions(rows, baseline)
