@@ -12,10 +12,11 @@ from rmsnorm import configs, ops
 from helpers import assert_same_bits, randn, seed_of, weight_for
 
 ON_GPU = torch.cuda.is_available()
-# (N, tile cap, largest M): the tile path at widths that are and are not multiples of 16, and
-# the looped path.
-WIDTHS = [(128, None, 65536), (300, None, 65536), (4096, None, 65536), (40000, None, 4096)] \
-    if ON_GPU else [(48, None, 33), (20, None, 33), (200, 64, 9)]
+# (N, tile cap, largest M): the tile path at widths that are and are not multiples of 16, a row
+# held as chunks of a narrower tile (10240: 5 x 2048 forward, 3 x 4096 backward), and the
+# looped path (40000: split in two grids below half the SMs).
+WIDTHS = [(128, None, 65536), (300, None, 65536), (4096, None, 65536), (10240, None, 4096),
+          (40000, None, 4096)] if ON_GPU else [(48, None, 33), (20, None, 33), (200, 64, 9)]
 ROWS = [1, 2, 3, 16, 17, 255, 256, 1000, 4096, 65536] if ON_GPU else [1, 2, 3, 9, 16, 17, 33]
 DTYPES = [torch.bfloat16, torch.float32]
 
