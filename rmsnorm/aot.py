@@ -37,6 +37,16 @@ import sys
 OPS = ("fwd", "add", "bwd", "reduce")
 DTYPES = ("f32", "f16", "bf16")
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+# The launch table's name of each dtype (configs.Rule.family: a dtype may have rows of its own).
+TABLE_DTYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+
+
+def table_rows(op, dtype, arch):
+    """The launch table's rows that serve op for dtype on arch (rmsnorm.configs.rules_for, as
+    the Python launcher reads them for tensors all of that dtype)."""
+    from rmsnorm import configs
+
+    return configs.rules_for(op, ELEM_BYTES[dtype], arch, TABLE_DTYPES[dtype])
 TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 ALIGN_NONE, ALIGN_PTR, ALIGN_VEC = 0, 1, 2
 
@@ -49,7 +59,7 @@ class Spec:
     llama: bool = False
     has_dresidual: bool = False
     has_dw: bool = False
-    # fwd/add/bwd: the index of the launch table's row (configs.rules_for(op, elem bytes));
+    # fwd/add/bwd: the index of the launch table's row (table_rows(op, dtype, arch));
     # reduce: log2 of the reduction's BLOCK_C.
     variant: int = 0
     align: int = ALIGN_VEC
@@ -66,9 +76,8 @@ def specs(arch):
 
     out = []
     for dtype in DTYPES:
-        eb = ELEM_BYTES[dtype]
         for op in configs.OPS:
-            variants = range(len(configs.rules_for(op, eb, arch)))
+            variants = range(len(table_rows(op, dtype, arch)))
             for has_w in (False, True):
                 # Without a weight, or in f32, both modes compute the same: one kernel.
                 modes = (True, False) if has_w and dtype != "f32" else (True,)
@@ -96,8 +105,8 @@ def _launch(spec, arch):
     """The launch of spec's table row on arch (rmsnorm.configs, as the Python path)."""
     from rmsnorm import configs
 
-    eb, wb = ELEM_BYTES[spec.dtype], ELEM_BYTES[spec.dtype] if spec.has_w else 0
-    rule = configs.rules_for(spec.op, eb, arch)[spec.variant]
+    wb = ELEM_BYTES[spec.dtype] if spec.has_w else 0
+    rule = table_rows(spec.op, spec.dtype, arch)[spec.variant]
     fused = spec.op == "add" or spec.has_dresidual
     return configs.rule_launch(rule, configs.streams(spec.op, fused), wb, arch)
 

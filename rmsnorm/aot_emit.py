@@ -105,7 +105,7 @@ def _width_rules(arch):
         counts.append([])
         bounds.append([])
         for dtype in aot.DTYPES:
-            group = configs.rules_for(op, aot.ELEM_BYTES[dtype], arch)
+            group = aot.table_rows(op, dtype, arch)
             if len(group) > MAX_WIDTH_RULES:
                 raise ValueError(f"{op} {dtype} on sm_{arch} has {len(group)} table rows; "
                                  f"kernel_table.hpp holds at most {MAX_WIDTH_RULES}")

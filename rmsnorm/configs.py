@@ -27,6 +27,14 @@ import typing
 # Largest row, in elements, held in one tile; longer rows take the looped path. Above this the
 # fp32 copy of the row no longer fits the registers of one program.
 MAX_TILE = {2: 32768, 4: 32768, 8: 8192}
+# The dtypes a table row may be of its own (Rule.family), by name, and their sizes.
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
+
+
+def family_bytes(family) -> int:
+    """The element size of a Rule.family: a size itself, or a dtype's name."""
+    return DTYPE_BYTES[family] if isinstance(family, str) else family
+
 # Narrowest tile: shorter rows are masked. One floor keeps tiny rows off a family of
 # specializations of their own (the AOT build compiles every one).
 MIN_TILE = 16
@@ -88,7 +96,8 @@ class Launch:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """One row of the launch table: the launch of op for rows of elem_bytes-byte elements
+    """One row of the launch table: the launch of op for rows of one element size's dtypes,
+or of one dtype (`family`),
     whose width n is at most max_n and above the previous row's max_n (None: every longer
     row). Tile rows hold a row in one tile of block_n = next power of two of n columns (so a
     tile row never spans two powers of two), or in `chunks` tiles of a narrower block_n that
@@ -97,7 +106,10 @@ class Rule:
     from an earlier table without one)."""
 
     op: str  # "fwd", "add" (fused residual add + forward) or "bwd" (backward, both forms)
-    elem_bytes: int  # widest streamed element: 2 (fp16/bf16), 4 (fp32), 8 (fp64)
+    # The widest streamed element's size, 2 (bf16, fp16), 4 (fp32) or 8 (fp64): rows that
+    # serve every dtype of that size; or a dtype's name ("fp16", DTYPE_BYTES): rows of that
+    # dtype's own, which serve it instead (the sweep measured it apart).
+    family: typing.Union[int, str]
     max_n: typing.Optional[int]
     path: str
     block_n: int
@@ -110,17 +122,21 @@ class Rule:
     chunks: int = 1
     swept: str = ""
 
+    @property
+    def elem_bytes(self) -> int:
+        return family_bytes(self.family)
+
 
 def _derived_fp64(rules):
     """float64 rows (not swept: the path for gradcheck): the 4-byte rows with half the rows
     per program, tiles no wider than MAX_TILE[8] (longer rows take the loop row)."""
     out = []
     for r in rules:
-        if r.elem_bytes != 4 or (r.path == "tile" and r.block_n > MAX_TILE[8]):
+        if r.family != 4 or (r.path == "tile" and r.block_n > MAX_TILE[8]):
             continue
         rows = max(1, r.rows // 2) if r.path == "tile" else r.rows
         block_n = min(r.block_n, MAX_TILE[8])
-        out.append(dataclasses.replace(r, elem_bytes=8, rows=rows, block_n=block_n, swept=""))
+        out.append(dataclasses.replace(r, family=8, rows=rows, block_n=block_n, swept=""))
     return out
 
 
@@ -134,10 +150,16 @@ def rules(arch: int = DEFAULT_ARCH) -> typing.Tuple[Rule, ...]:
     return base + tuple(_derived_fp64(base))
 
 
-def rules_for(op: str, elem_bytes: int, arch: int = DEFAULT_ARCH) -> typing.Tuple[Rule, ...]:
-    """The rows of one op and element size, narrowest first (the last covers every longer
-    row)."""
-    return tuple(r for r in rules(arch) if r.op == op and r.elem_bytes == elem_bytes)
+def rules_for(op: str, elem_bytes: int, arch: int = DEFAULT_ARCH,
+              dtype: typing.Optional[str] = None) -> typing.Tuple[Rule, ...]:
+    """The rows of one op for rows of `dtype` (a DTYPE_BYTES name; None: dtypes mixed) whose
+    widest element takes elem_bytes: the dtype's own rows where the table has them, else
+    those of its element size; narrowest first (the last covers every longer row)."""
+    if dtype is not None:
+        own = tuple(r for r in rules(arch) if r.op == op and r.family == dtype)
+        if own:
+            return own
+    return tuple(r for r in rules(arch) if r.op == op and r.family == elem_bytes)
 
 
 OPS = ("fwd", "add", "bwd")
@@ -181,25 +203,27 @@ def streams(op: str, fused: bool) -> int:
 
 
 def forward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
-                   arch: int = DEFAULT_ARCH) -> Launch:
+                   arch: int = DEFAULT_ARCH, dtype: typing.Optional[str] = None) -> Launch:
     """The launch for rows of n elements of elem_bytes bytes (the widest of x and residual),
-    plain or fused-add forward; weight_bytes is the weight's element size (0: no weight);
-    arch the GPU's compute capability (major * 10 + minor)."""
+    all of `dtype` (a DTYPE_BYTES name; None when they differ), plain or fused-add forward;
+    weight_bytes is the weight's element size (0: no weight); arch the GPU's compute
+    capability (major * 10 + minor)."""
     op = "add" if fused else "fwd"
-    return _launch_for(op, n, elem_bytes, streams(op, fused), weight_bytes, arch)
+    return _launch_for(op, n, elem_bytes, streams(op, fused), weight_bytes, arch, dtype)
 
 
 def backward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
-                    arch: int = DEFAULT_ARCH) -> Launch:
+                    arch: int = DEFAULT_ARCH, dtype: typing.Optional[str] = None) -> Launch:
     """The backward launch for rows of n elements (elem_bytes: the widest of x, dy and, fused,
-    the residual's gradient)."""
-    return _launch_for("bwd", n, elem_bytes, streams("bwd", fused), weight_bytes, arch)
+    the residual's gradient; dtype: theirs, as forward_launch's)."""
+    return _launch_for("bwd", n, elem_bytes, streams("bwd", fused), weight_bytes, arch, dtype)
 
 
-def rule_index(op: str, n: int, elem_bytes: int, arch: int = DEFAULT_ARCH) -> int:
-    """Index in rules_for(op, elem_bytes, arch) of the row that serves rows of n elements:
-    the first whose max_n is n or more (the last row takes every longer row)."""
-    group = rules_for(op, elem_bytes, arch)
+def rule_index(op: str, n: int, elem_bytes: int, arch: int = DEFAULT_ARCH,
+               dtype: typing.Optional[str] = None) -> int:
+    """Index in rules_for(op, elem_bytes, arch, dtype) of the row that serves rows of n
+    elements: the first whose max_n is n or more (the last row takes every longer row)."""
+    group = rules_for(op, elem_bytes, arch, dtype)
     for i, rule in enumerate(group[:-1]):
         if n <= rule.max_n:
             return i
@@ -221,14 +245,14 @@ def rule_launch(rule: Rule, streams: int, weight_bytes: int, arch: int = DEFAULT
                   rule.dw_resident and rule.path == "tile", rule.chunks)
 
 
-def _launch_for(op, n, elem_bytes, streams, weight_bytes, arch):
-    return _launch(op, n, elem_bytes, streams, weight_bytes, arch, _max_tile_override)
+def _launch_for(op, n, elem_bytes, streams, weight_bytes, arch, dtype):
+    return _launch(op, n, elem_bytes, streams, weight_bytes, arch, dtype, _max_tile_override)
 
 
 @functools.lru_cache(maxsize=4096)  # on every call's path: keep the table walk off it
-def _launch(op, n, elem_bytes, streams, weight_bytes, arch, limit):
-    group = rules_for(op, elem_bytes, arch)
-    rule = group[rule_index(op, n, elem_bytes, arch)]
+def _launch(op, n, elem_bytes, streams, weight_bytes, arch, dtype, limit):
+    group = rules_for(op, elem_bytes, arch, dtype)
+    rule = group[rule_index(op, n, elem_bytes, arch, dtype)]
     if limit is not None and rule.path == "tile" and rule.block_n > limit:
         # A capped tile (tests): the row takes the loop, whose tile (and warps) the cap
         # narrows too.

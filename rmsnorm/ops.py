@@ -170,7 +170,8 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
     if launch is None:
         launch = configs.forward_launch(
             x.shape[-1], max(x.element_size(), residual.element_size() if fused else 0), fused,
-            weight.element_size() if weight is not None else 0, _arch(x.device))
+            weight.element_size() if weight is not None else 0, _arch(x.device),
+            _table_dtype(x, residual))
     elif launch.path == "tile" and launch.block_n * launch.chunks < x.shape[-1]:
         raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
                          f"the rows have {x.shape[-1]}")
@@ -362,7 +363,7 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, n
         widest = max(t.element_size() for t in (x, dy, dresidual) if t is not None)
         launch = configs.backward_launch(n, widest, dresidual is not None,
                                          weight.element_size() if weight is not None else 0,
-                                         _arch(x.device))
+                                         _arch(x.device), _table_dtype(x, dy, dresidual))
     elif launch.path == "tile" and launch.block_n * launch.chunks < n:
         raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
                          f"the rows have {n}")
@@ -498,6 +499,18 @@ def _prepare(kernel, grid, n_pointers, flags, num_warps, ints):
     assert len(constexprs) == len(flags), "a flag is not a parameter of the kernel"
     return Prepared(kernel, grid, n_pointers, constexprs, num_warps,
                     all(v % 16 == 0 for v in ints))
+
+
+# The launch table's names of the dtypes it may hold rows of their own for (configs.Rule).
+TABLE_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
+                torch.float64: "fp64"}
+
+
+def _table_dtype(*streamed):
+    """The table's name of the streamed tensors' dtype; None when they differ (rows of the
+    widest element's size then serve)."""
+    dtypes = {t.dtype for t in streamed if t is not None}
+    return TABLE_DTYPES.get(dtypes.pop()) if len(dtypes) == 1 else None
 
 
 def _acc(dtype):

@@ -137,10 +137,10 @@ def expect_close(what, **pairs):
 def table_launch(op, n, dtype):
     """The table's launch for op at rows of n elements of dtype (weight of the same dtype):
     where forward_case and backward_case start from."""
-    eb = dtype.itemsize
+    eb, name = dtype.itemsize, ops.TABLE_DTYPES[dtype]
     if op == "bwd":
-        return configs.backward_launch(n, eb, False, eb)
-    return configs.forward_launch(n, eb, op == "add", eb)
+        return configs.backward_launch(n, eb, False, eb, dtype=name)
+    return configs.forward_launch(n, eb, op == "add", eb, dtype=name)
 
 
 def first_round(op, n, dtype):

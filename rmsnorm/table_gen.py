@@ -23,7 +23,10 @@ import sys
 from rmsnorm import configs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-ELEM_BYTES = {"torch.bfloat16": 2, "torch.float16": 2, "torch.float32": 4}
+# The rows a sweep result of each dtype sets (configs.Rule.family): bf16's set the 2-byte rows,
+# which serve fp16 too until fp16 is swept: its results set rows of its own, which start as a
+# copy of the 2-byte rows (fp16 keeps more registers live than bf16 in the same kernel).
+FAMILY = {"torch.bfloat16": 2, "torch.float16": "fp16", "torch.float32": 4}
 LAUNCH_FIELDS = ("path", "block_n", "rows", "num_warps", "num_stages", "programs_per_sm",
                  "w_resident", "dw_resident", "chunks")
 
@@ -63,8 +66,8 @@ def kept_launch(result):
 
 def rule_from_result(result, source):
     best = kept_launch(result)
-    eb = ELEM_BYTES[result["dtype"]]
-    return configs.Rule(result["op"], eb, result["N"], best["path"], best["block_n"],
+    return configs.Rule(result["op"], FAMILY[result["dtype"]], result["N"], best["path"],
+                        best["block_n"],
                         best["rows"], best["num_warps"], best["num_stages"],
                         best["programs_per_sm"], best["w_resident"],
                         best.get("dw_resident", True) and best["path"] == "tile",
@@ -128,10 +131,14 @@ def generate(base, results):
     source) pairs, applied in order."""
     groups = {}
     for rule in base:
-        groups.setdefault((rule.op, rule.elem_bytes), []).extend(_points(rule))
+        groups.setdefault((rule.op, rule.family), []).extend(_points(rule))
     for result, source in results:
         new = rule_from_result(result, source)
-        key = (new.op, new.elem_bytes)
+        key = (new.op, new.family)
+        if key not in groups and (new.op, new.elem_bytes) in groups:
+            # A dtype's first result of its own: its rows start as its element size's.
+            groups[key] = [dataclasses.replace(r, family=new.family)
+                           for r in groups[(new.op, new.elem_bytes)]]
         if key not in groups:
             raise ValueError(f"no base rows for op {new.op}, {new.elem_bytes}-byte elements")
         group = [r for r in groups[key] if r.max_n != new.max_n] + [new]
@@ -142,7 +149,12 @@ def generate(base, results):
             # The widest measured loop launch also serves every longer row.
             group[-1] = dataclasses.replace(widest, max_n=None, swept="")
     out = []
-    for key in sorted(groups, key=lambda k: (configs.OPS.index(k[0]), k[1])):
+    def order(key):  # by op, then element size, each size's shared rows before a dtype's own
+        op, family = key
+        return (configs.OPS.index(op), configs.family_bytes(family), isinstance(family, str),
+                str(family))
+
+    for key in sorted(groups, key=order):
         group = tuple(_merge(groups[key]))
         _check_group(group)
         out.extend(group)
@@ -157,9 +169,9 @@ rows repeated the 2-byte ones)."""
 
 SOURCES = {sources!r}
 
-# configs.Rule: op, elem_bytes, max_n, path, block_n, rows, num_warps, num_stages,
-# programs_per_sm, w_resident, dw_resident, chunks, then `swept`: "MxN dtype % of the same-bytes
-# copy (sweep file)" of each measurement the row holds
+# configs.Rule: op, family (an element size, or a dtype with rows of its own), max_n, path,
+# block_n, rows, num_warps, num_stages, programs_per_sm, w_resident, dw_resident, chunks, then
+# `swept`: "MxN dtype % of the same-bytes copy (sweep file)" of each measurement the row holds
 RULES = (
 {rows})
 '''

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from rmsnorm import aot_emit, configs, table_gen, tables
+from rmsnorm import aot, aot_emit, configs, table_gen, tables
 
 
 def _result(op, n, dtype="torch.bfloat16", m=64, pct=90.0, table_pct=50.0, **launch):
@@ -149,3 +149,54 @@ def test_every_aot_kernel_launches_as_the_python_launcher_does_at_its_rows_width
             else:
                 want = configs.forward_launch(n, eb, spec.op == "add", wb)
             assert aot._launch(spec, 90) == want, (spec, n)
+
+
+@pytest.fixture
+def fp16_rows(monkeypatch):
+    """The committed table plus fp16 rows of its own for the backward, as a fp16 sweep of 128
+    would give: rows=4 where bf16's have 16."""
+    result = _result("bwd", 128, "torch.float16", rows=4, num_warps=2, programs_per_sm=8)
+    new = table_gen.generate(_base(), [(result, "fp16.json")])
+    monkeypatch.setattr(configs, "rules", lambda arch=90: new + tuple(configs._derived_fp64(new)))
+    configs._launch.cache_clear()  # launches are cached by width and dtype
+    yield new
+    configs._launch.cache_clear()
+
+
+def test_a_fp16_result_gives_fp16_rows_of_its_own_starting_as_the_two_byte_rows(fp16_rows):
+    fp16 = [r for r in fp16_rows if r.op == "bwd" and r.family == "fp16"]
+    shared = [r for r in fp16_rows if r.op == "bwd" and r.family == 2]
+    assert shared == [r for r in _base() if r.op == "bwd" and r.family == 2]
+    assert [(r.max_n, r.rows) for r in fp16 if r.max_n == 128] == [(128, 4)]
+    assert [dataclasses.replace(r, family=2) for r in fp16 if r.max_n != 128] == \
+        [r for r in shared if r.max_n != 128]
+    assert not any(r.family == "fp16" for r in fp16_rows if r.op != "bwd")
+
+
+def test_tensors_all_fp16_take_fp16s_rows_and_mixed_ones_the_shared_rows(fp16_rows):
+    assert configs.backward_launch(128, 2, False, 2, dtype="fp16").rows == 4
+    assert configs.backward_launch(128, 2, False, 2, dtype="bf16").rows == 16
+    assert configs.backward_launch(128, 2, False, 2).rows == 16
+    assert configs.forward_launch(128, 2, False, 2, dtype="fp16") == \
+        configs.forward_launch(128, 2, False, 2, dtype="bf16")
+    # The AOT build compiles fp16's kernels from its own rows, and the C++ runtime gets their
+    # width bounds.
+    rows = aot.table_rows("bwd", "f16", 90)
+    assert rows == configs.rules_for("bwd", 2, 90, "fp16") != aot.table_rows("bwd", "bf16", 90)
+    f16 = [s for s in aot.specs(90) if s.op == "bwd" and s.dtype == "f16"]
+    assert max(s.variant for s in f16) == len(rows) - 1
+    at_128 = configs.rule_index("bwd", 128, 2, 90, "fp16")
+    assert aot._launch(aot.Spec("bwd", "f16", True, True, variant=at_128), 90).rows == 4
+    assert "{" + ", ".join(str(r.max_n) if r.max_n else "INT64_MAX" for r in rows) + "}" in \
+        "".join(aot_emit._width_rules(90))
+
+
+def test_the_launcher_names_the_streamed_tensors_dtype_when_they_share_one():
+    import torch
+
+    from rmsnorm import ops
+
+    h, b = torch.zeros(2, dtype=torch.float16), torch.zeros(2, dtype=torch.bfloat16)
+    assert ops._table_dtype(h, None, h) == "fp16"
+    assert ops._table_dtype(b) == "bf16"
+    assert ops._table_dtype(h, b) is None

@@ -6,9 +6,9 @@ rows repeated the 2-byte ones)."""
 
 SOURCES = ('docs/results/sweeps/h200-2026-12-01-bf16.json', 'docs/results/sweeps/h200-2026-12-01-fp32.json', 'docs/results/sweeps/h200-2026-12-01-bf16-chunks.json', 'docs/results/sweeps/h200-2026-12-01-fp32-chunks.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-add.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-bwd.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-bwd-chunks.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-loop.json')
 
-# configs.Rule: op, elem_bytes, max_n, path, block_n, rows, num_warps, num_stages,
-# programs_per_sm, w_resident, dw_resident, chunks, then `swept`: "MxN dtype % of the same-bytes
-# copy (sweep file)" of each measurement the row holds
+# configs.Rule: op, family (an element size, or a dtype with rows of its own), max_n, path,
+# block_n, rows, num_warps, num_stages, programs_per_sm, w_resident, dw_resident, chunks, then
+# `swept`: "MxN dtype % of the same-bytes copy (sweep file)" of each measurement the row holds
 RULES = (
     ('fwd', 2, 16, 'tile', 16, 128, 4, 3, 32, True, True, 1,
      ''),
