@@ -67,8 +67,7 @@ def kept_launch(result):
 def rule_from_result(result, source):
     best = kept_launch(result)
     return configs.Rule(result["op"], FAMILY[result["dtype"]], result["N"], best["path"],
-                        best["block_n"],
-                        best["rows"], best["num_warps"], best["num_stages"],
+                        best["block_n"], best["rows"], best["num_warps"], best["num_stages"],
                         best["programs_per_sm"], best["w_resident"],
                         best.get("dw_resident", True) and best["path"] == "tile",
                         best.get("chunks", 1), swept_label(result, source))
