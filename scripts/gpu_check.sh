@@ -17,7 +17,8 @@
 #   limits in seconds: TEST_TIMEOUT, SUITE_TIMEOUT, SWEEP_TIMEOUT, BENCH_TIMEOUT (each bench
 #   step).
 # $OUT gets run.log (the tools' stderr, with every row as it is measured), tests.log,
-# demo.log, tables.md (each step's table), suite.json and suite-report.md, sweep.json and
+# demo.log, tables.md (each step's table), suite.json and suite-report.md, sweep.json (and
+# sweep-2.json ... for more sweeps: SWEEP_ARGS separates them with ";") and
 # <bench step>.json; the C++ steps add cpp.log, cbench.json and sanitize.log.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -69,9 +70,18 @@ for step in $steps; do
                { sed -n '/^| op | dtype | 2^26/,/^$/p' "$OUT/suite-report.md"
                  sed -n '/^baseline /,$p' "$OUT/suite.md"; } >"$step_out"
                add_table suite ;;
-        sweep) timeout "${SWEEP_TIMEOUT:-300}" python3 -m rmsnorm.sweep ${SWEEP_ARGS:-} \
-                   --json "$OUT/sweep.json" >"$step_out" 2>>"$log"
-               rc=$?; add_table sweep ;;
+        sweep) # Several sweeps in one call: SWEEP_ARGS="--op fwd ... ; --op bwd ...", each
+               # under SWEEP_TIMEOUT, into sweep.json, sweep-2.json, ...
+               IFS=';' read -ra sweeps <<<"${SWEEP_ARGS:-}"
+               [ ${#sweeps[@]} -eq 0 ] && sweeps=("")
+               for i in "${!sweeps[@]}"; do
+                   t0=$SECONDS
+                   json="$OUT/sweep.json"
+                   [ "$i" -gt 0 ] && json="$OUT/sweep-$((i + 1)).json"
+                   timeout "${SWEEP_TIMEOUT:-300}" python3 -m rmsnorm.sweep ${sweeps[$i]} \
+                       --json "$json" >"$step_out" 2>>"$log"
+                   rc=$?; add_table "sweep ${sweeps[$i]:-(defaults)} -> $(basename "$json")"
+               done ;;
         bench|bench_more|bench_bwd)
                case $step in
                    bench) args=${BENCH_ARGS:-} ;;
