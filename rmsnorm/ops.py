@@ -367,9 +367,6 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, n
     elif launch.path == "tile" and launch.block_n * launch.chunks < n:
         raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
                          f"the rows have {n}")
-    if launch.path == "split":
-        return _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx,
-                                      need_dw, launch)
     spec = _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dresidual),
                           None if weight is None else weight.dtype, need_dw, casting_mode,
                           launch)
@@ -381,6 +378,9 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, n
         dx.copy_(dx_c)
         return dw
     prepared, sizes, _ = spec
+    if launch.path == "split":
+        return _split_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, need_dw,
+                               launch, sizes, prepared.constexprs["TWO_LEVEL"])
     programs = prepared.grid[0]
     partials = alloc((programs, n), rstd.dtype, x.device) if need_dw else None
     with _on_device(x.device):
@@ -398,29 +398,22 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, n
 SPLIT_SEG_TILES = 8
 
 
-def _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, need_dw,
-                           launch):
-    """The two-grid backward of rmsnorm.kernels.backward_split (explicit launches only)."""
-    n = x.shape[-1]
-    named = {"dy": _meta(dy), "x": _meta(x), "dx": _meta(dx), "dresidual": _meta(dresidual)}
-    plan = plan_rows(x.shape[:-1], {k: m[0][:-1] for k, m in named.items() if m is not None})
-    if plan is None:
-        dx_c = alloc(dx.shape, dx.dtype, dx.device)
-        dw = _launch_split_backward(_staged(dy), _staged(x), _staged(weight), _staged(rstd),
-                                    offset, casting_mode, _staged(dresidual), dx_c, need_dw, launch)
-        dx.copy_(dx_c)
-        return dw
-    st = _strides_of(plan, n)
-    rows, device = plan.rows, x.device
+def _split_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, need_dw, launch,
+                    sizes, two_level):
+    """The two-grid backward of rmsnorm.kernels.backward_split (explicit launches only) over
+    the rows `sizes` describes (the looped kernel's sizes and strides, from _backward_spec)."""
+    rows, n, inner = sizes[:3]
+    st_dy, st_x, st_dx, st_dresidual = sizes[3:5], sizes[5:7], sizes[7:9], sizes[9:11]
+    device = x.device
     segments = -(-n // (launch.block_n * SPLIT_SEG_TILES))
     col_blocks = -(-n // launch.block_n)
     programs = INTERPRETER_PROGRAMS if INTERPRETED else \
         _sm_count(device) * launch.programs_per_sm
     rows_per_group = -(-rows // max(1, min(rows, programs // col_blocks)))
     groups = -(-rows // rows_per_group)
-    common = dict(HAS_W=weight is not None, TWO_LEVEL=plan.two_level, ACC=_acc(x.dtype),
+    common = dict(HAS_W=weight is not None, TWO_LEVEL=two_level, ACC=_acc(x.dtype),
                   PDL=_pdl(device))
-    ints = (n, *st["dy"], *st["x"], *st["dx"], *st.get("dresidual", ()))
+    ints = (n, *sizes[3:])
     dot_kernel = _prepare(bwd_dot_kernel, min(rows * segments, programs), 5,
                           dict(common, BLOCK_N=launch.block_n, SEG_TILES=SPLIT_SEG_TILES,
                                NUM_STAGES=launch.num_stages), launch.num_warps, ints)
@@ -434,12 +427,10 @@ def _launch_split_backward(dy, x, weight, rstd, offset, casting_mode, dresidual,
     partials = alloc((groups, n), rstd.dtype, device) if need_dw else None
     w = weight if weight is not None else x
     with _on_device(device):
-        dot_kernel(dy, x, w, rstd, dot, rows, n, plan.inner, segments, *st["dy"], *st["x"],
-                   float(offset))
+        dot_kernel(dy, x, w, rstd, dot, rows, n, inner, segments, *st_dy, *st_x, float(offset))
         cols_kernel(dy, x, w, rstd, dot, dx, dresidual if dresidual is not None else dx,
-                    partials if need_dw else rstd, rows, n, plan.inner, segments,
-                    rows_per_group, *st["dy"], *st["x"], *st["dx"], *st.get("dresidual", (0, 0)),
-                    float(offset))
+                    partials if need_dw else rstd, rows, n, inner, segments, rows_per_group,
+                    *st_dy, *st_x, *st_dx, *st_dresidual, float(offset))
         if not need_dw:
             return None
         dw = alloc(weight.shape, weight.dtype, device)
