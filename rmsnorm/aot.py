@@ -142,7 +142,8 @@ def _signature(spec, arch):
     else:
         kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
         pointers = dict(X=t, R=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
-        consts = dict(common, CHUNKS=launch.chunks, HAS_RES=spec.op == "add")
+        consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
+                      HAS_RES=spec.op == "add")
     types = {}
     for name in kernel.arg_names:
         if name in consts:

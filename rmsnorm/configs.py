@@ -27,6 +27,9 @@ import typing
 # Largest row, in elements, held in one tile; longer rows take the looped path. Above this the
 # fp32 copy of the row no longer fits the registers of one program.
 MAX_TILE = {2: 32768, 4: 32768, 8: 8192}
+# The same for a forward tile kept in its 16-bit storage dtype (Launch.keep_stored): half the
+# registers (ptxas: 65536 bf16 or fp16 values in 1024 threads at 64 registers, no spill).
+MAX_KEPT_TILE = {2: 65536}
 # The dtypes a table row may be of its own (Rule.family), by name, and their sizes.
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
 
@@ -34,6 +37,7 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
 def family_bytes(family) -> int:
     """The element size of a Rule.family: a size itself, or a dtype's name."""
     return DTYPE_BYTES[family] if isinstance(family, str) else family
+
 
 # Narrowest tile: shorter rows are masked. One floor keeps tiny rows off a family of
 # specializations of their own (the AOT build compiles every one).
@@ -67,6 +71,12 @@ def waits_on_prior_grid(arch: int) -> bool:
     return arch >= PDL_MIN_ARCH
 
 
+def widest_tile(elem_bytes: int, keep_stored: bool = False) -> int:
+    """The widest tile (block_n x chunks) of elem_bytes-byte rows."""
+    return MAX_KEPT_TILE.get(elem_bytes, MAX_TILE[elem_bytes]) if keep_stored \
+        else MAX_TILE[elem_bytes]
+
+
 def smem_budget(arch: int) -> int:
     return SMEM_LIMIT.get(arch, SMEM_LIMIT_DEFAULT) - SMEM_MARGIN
 
@@ -87,6 +97,10 @@ class Launch:
     # Tile path: the row is held as `chunks` tiles of block_n columns, so that a width such
     # as 3 x 2048 takes no tile of the next power of two (1 elsewhere).
     chunks: int = 1
+    # Forward tile path: the row is kept for its second pass (y) as loaded, two 16-bit values
+    # to a register, and widened again there, rather than held in fp32: half the registers,
+    # which lets a row of 65536 bf16 values stay in one program's registers (read once).
+    keep_stored: bool = False
 
     def grid(self, m: int, sm_count: int) -> int:
         """Number of programs for m rows on a device with sm_count multiprocessors."""
@@ -120,6 +134,7 @@ or of one dtype (`family`),
     w_resident: bool
     dw_resident: bool = True
     chunks: int = 1
+    keep_stored: bool = False
     swept: str = ""
 
     @property
@@ -242,7 +257,8 @@ def rule_launch(rule: Rule, streams: int, weight_bytes: int, arch: int = DEFAULT
     return Launch(rule.path, width, rule.rows, warps,
                   _fit_stages(rule.num_stages, per_stage, smem_budget(arch)),
                   rule.programs_per_sm, rule.w_resident,
-                  rule.dw_resident and rule.path == "tile", rule.chunks)
+                  rule.dw_resident and rule.path == "tile", rule.chunks,
+                  rule.keep_stored and rule.path == "tile")
 
 
 def _launch_for(op, n, elem_bytes, streams, weight_bytes, arch, dtype):

@@ -175,6 +175,9 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
     elif launch.path == "tile" and launch.block_n * launch.chunks < x.shape[-1]:
         raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
                          f"the rows have {x.shape[-1]}")
+    elif launch.keep_stored and launch.path != "tile":
+        raise ValueError(f"launch {launch}: keep_stored is for tile launches (a looped row "
+                         "is read again, not kept)")
     spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(residual_out),
                         None if weight is None else weight.dtype, rstd is not None,
                         casting_mode, launch)
@@ -296,8 +299,8 @@ def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
     sizes = (plan.rows, n, plan.inner, plan.rows if has_rstd else 0,
              *st["x"], *st.get("residual", zero), *st["y"], *st.get("residual_out", zero))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
-                 W_RESIDENT=launch.w_resident, CHUNKS=launch.chunks, HAS_RES=fused,
-                 HAS_W=w_dtype is not None,
+                 W_RESIDENT=launch.w_resident, CHUNKS=launch.chunks,
+                 KEEP_STORED=launch.keep_stored, HAS_RES=fused, HAS_W=w_dtype is not None,
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
     kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
@@ -367,6 +370,9 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, n
     elif launch.path == "tile" and launch.block_n * launch.chunks < n:
         raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
                          f"the rows have {n}")
+    elif launch.keep_stored:
+        raise ValueError(f"launch {launch}: keep_stored is a forward tile's; the backward "
+                         "holds its rows in fp32")
     spec = _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dresidual),
                           None if weight is None else weight.dtype, need_dw, casting_mode,
                           launch)

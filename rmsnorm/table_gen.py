@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # copy of the 2-byte rows (fp16 keeps more registers live than bf16 in the same kernel).
 FAMILY = {"torch.bfloat16": 2, "torch.float16": "fp16", "torch.float32": 4}
 LAUNCH_FIELDS = ("path", "block_n", "rows", "num_warps", "num_stages", "programs_per_sm",
-                 "w_resident", "dw_resident", "chunks")
+                 "w_resident", "dw_resident", "chunks", "keep_stored")
 
 
 def table_path(arch: int) -> pathlib.Path:
@@ -70,26 +70,28 @@ def rule_from_result(result, source):
                         best["block_n"], best["rows"], best["num_warps"], best["num_stages"],
                         best["programs_per_sm"], best["w_resident"],
                         best.get("dw_resident", True) and best["path"] == "tile",
-                        best.get("chunks", 1), swept_label(result, source))
+                        best.get("chunks", 1),
+                        best.get("keep_stored", False) and best["path"] == "tile",
+                        swept_label(result, source))
 
 
 def _check_group(group):
     for prev, rule in zip((None,) + group[:-1], group):
+        widest = configs.widest_tile(rule.elem_bytes, rule.keep_stored)
+        if rule.keep_stored and (rule.path != "tile" or rule.op == "bwd"):
+            raise ValueError(f"{rule}: only forward tiles are kept in their storage dtype")
         if rule.chunks > 1:
             width = rule.block_n * rule.chunks
             if rule.path != "tile":
                 raise ValueError(f"{rule}: only tiles come in chunks")
-            if not rule.block_n * (rule.chunks - 1) < rule.max_n <= width or \
-                    width > configs.MAX_TILE[rule.elem_bytes]:
+            if not rule.block_n * (rule.chunks - 1) < rule.max_n <= width or width > widest:
                 raise ValueError(f"{rule}: {rule.chunks} chunks of {rule.block_n} must hold "
-                                 f"its max_n with none left empty, at most "
-                                 f"{configs.MAX_TILE[rule.elem_bytes]} elements")
+                                 f"its max_n with none left empty, at most {widest} elements")
         elif rule.path == "tile":
             bucket = max(configs.MIN_TILE, configs.next_pow2(rule.max_n))
-            if rule.block_n != bucket or rule.block_n > configs.MAX_TILE[rule.elem_bytes]:
+            if rule.block_n != bucket or rule.block_n > widest:
                 raise ValueError(f"{rule}: a tile row's block_n must be the next power of "
-                                 f"two of its max_n ({bucket}), at most "
-                                 f"{configs.MAX_TILE[rule.elem_bytes]}")
+                                 f"two of its max_n ({bucket}), at most {widest}")
             if prev is not None and prev.max_n < rule.block_n // 2 and \
                     rule.block_n > configs.MIN_TILE:
                 raise ValueError(f"{rule}: serves widths from {prev.max_n + 1}, below its "
@@ -169,8 +171,9 @@ rows repeated the 2-byte ones)."""
 SOURCES = {sources!r}
 
 # configs.Rule: op, family (an element size, or a dtype with rows of its own), max_n, path,
-# block_n, rows, num_warps, num_stages, programs_per_sm, w_resident, dw_resident, chunks, then
-# `swept`: "MxN dtype % of the same-bytes copy (sweep file)" of each measurement the row holds
+# block_n, rows, num_warps, num_stages, programs_per_sm, w_resident, dw_resident, chunks,
+# keep_stored, then `swept`: "MxN dtype % of the same-bytes copy (sweep file)" of each
+# measurement the row holds
 RULES = (
 {rows})
 '''

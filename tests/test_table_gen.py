@@ -200,3 +200,20 @@ def test_the_launcher_names_the_streamed_tensors_dtype_when_they_share_one():
     assert ops._table_dtype(h, None, h) == "fp16"
     assert ops._table_dtype(b) == "bf16"
     assert ops._table_dtype(h, b) is None
+
+
+def test_a_kept_forward_tile_may_hold_65536_two_byte_values_and_an_fp32_one_may_not():
+    kept = _result("fwd", 65536, block_n=32768, chunks=2, num_warps=32, w_resident=False,
+                   keep_stored=True)
+    rows = [r for r in table_gen.generate(_base(), [(kept, "s.json")])
+            if r.op == "fwd" and r.elem_bytes == 2 and r.max_n == 65536]
+    assert [(r.path, r.block_n, r.chunks, r.keep_stored) for r in rows] == \
+        [("tile", 32768, 2, True)]
+    held = dict(kept["best"], keep_stored=False)
+    with pytest.raises(ValueError, match="at most 32768 elements"):
+        table_gen.generate(_base(), [(dict(kept, best=held), "s.json")])
+
+
+def test_only_forward_tiles_are_kept_in_their_storage_dtype():
+    with pytest.raises(ValueError, match="only forward tiles are kept"):
+        table_gen.generate(_base(), [(_result("bwd", 4096, keep_stored=True), "s.json")])
