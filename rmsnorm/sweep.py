@@ -58,6 +58,39 @@ def chunkings(n, block_n):
     return out + [(width, k) for _, k, width in sorted(split)[:2]]
 
 
+def kept_tilings(n, elem_bytes):
+    """(block_n, chunks) ways to hold rows of n elements in one tile kept in its storage dtype
+    (Launch.keep_stored), for rows too long for an fp32 tile: chunks of at most MAX_TILE,
+    fewest masked lanes first, at most two."""
+    widest = configs.widest_tile(elem_bytes, True)
+    if n <= configs.MAX_TILE.get(elem_bytes, 0) or n > widest:
+        return []
+    ways = []
+    for k in range(1, 9):
+        width = max(configs.MIN_TILE, configs.next_pow2(-(-n // k)))
+        if width * (k - 1) < n and width * k <= widest and width <= configs.MAX_TILE[elem_bytes]:
+            ways.append((width * k - n, k, width))
+    return [(width, k) for _, k, width in sorted(set(ways))[:2]]
+
+
+def kept_candidates(launches, n, elem_bytes, base):
+    """The forward's kept tiles (Launch.keep_stored): a kept twin of each tile launch that
+    holds 32 or more values a thread (fewer leave registers to spare), and, for rows longer
+    than an fp32 tile, whole-row tiles kept in registers (one read of each row) in place of
+    the loop."""
+    if elem_bytes != 2:
+        return []
+    out = [dataclasses.replace(c, keep_stored=True) for c in launches
+           if c.path == "tile" and c.rows * c.block_n * c.chunks >= 32 * 32 * c.num_warps]
+    for block_n, chunks in kept_tilings(n, elem_bytes):
+        for warps in (16, 32):
+            for stages in (1, 2):
+                out.append(configs.Launch("tile", block_n, 1, warps, stages,
+                                          base.programs_per_sm, False, chunks=chunks,
+                                          keep_stored=True))
+    return out
+
+
 def shape_candidates(base, n, backward=False):
     """Launches around the table's: tile shape (rows per program, warps, weight in registers,
     pipelining depth, and for the backward's wide rows dw partials in registers or not; the
@@ -149,7 +182,12 @@ def first_round(op, n, dtype):
     family = _family(op)
     start = dataclasses.replace(table,
                                 programs_per_sm=START_PROGRAMS_PER_SM[family][table.path])
-    return [table] + shape_candidates(start, n, backward=family == "bwd")
+    around = shape_candidates(start, n, backward=family == "bwd")
+    if op == "fwd":
+        kept_start = dataclasses.replace(start, programs_per_sm=START_PROGRAMS_PER_SM["fwd"]
+                                         ["tile"])
+        around += kept_candidates(around, n, dtype.itemsize, kept_start)
+    return [table] + list(dict.fromkeys(c for c in around if c != table))
 
 
 def _compile_ahead(task):
@@ -331,7 +369,8 @@ def result_line(res):
             f"{res['best_gbps']:.0f} ({100 * res['best_gbps'] / res['copy_gbps']:.1f}) | "
             f"{b['path']} bn={b['block_n']} rows={b['rows']} w={b['num_warps']} "
             f"st={b['num_stages']} ppsm={b['programs_per_sm']} wres={b['w_resident']} "
-            f"dwres={b.get('dw_resident', True)} chunks={b.get('chunks', 1)} |")
+            f"dwres={b.get('dw_resident', True)} chunks={b.get('chunks', 1)} "
+            f"kept={b.get('keep_stored', False)} |")
 
 
 def main(argv=None):
