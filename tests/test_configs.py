@@ -17,7 +17,8 @@ def test_every_n_gets_a_launch_that_covers_the_row(elem_bytes, fused):
         elif launch.path == "tile":
             # Chunks of a narrower tile that hold the row, none of them left empty.
             assert launch.block_n * (launch.chunks - 1) < n <= launch.block_n * launch.chunks
-            assert launch.block_n * launch.chunks <= configs.MAX_TILE[elem_bytes]
+            assert launch.block_n * launch.chunks <= \
+                configs.widest_tile(elem_bytes, launch.keep_stored)
         else:
             assert n > configs.MAX_TILE[elem_bytes] and launch.rows == 1
         assert launch.num_warps in (1, 2, 4, 8, 16, 32)
@@ -25,8 +26,12 @@ def test_every_n_gets_a_launch_that_covers_the_row(elem_bytes, fused):
 
 
 def test_rows_beyond_the_tile_limit_take_the_looped_path():
-    assert configs.forward_launch(32768, 2, False).path == "tile"
-    assert configs.forward_launch(32769, 2, False).path == "loop"
+    # A forward row kept in its 16-bit storage dtype fits twice as wide a tile (sm_90's table
+    # keeps 65536-element rows); the fused add holds its row in fp32.
+    assert configs.forward_launch(65536, 2, False).path == "tile"
+    assert configs.forward_launch(65537, 2, False).path == "loop"
+    assert configs.forward_launch(32768, 2, True).path == "tile"
+    assert configs.forward_launch(32769, 2, True).path == "loop"
     assert configs.forward_launch(16384, 8, False).path == "loop"
 
 

@@ -140,23 +140,25 @@ def test_every_aot_kernel_launches_as_the_python_launcher_does_at_its_rows_width
             continue
         eb = aot.ELEM_BYTES[spec.dtype]
         wb = eb if spec.has_w else 0
-        group = configs.rules_for(spec.op, eb)
+        dtype = aot.TABLE_DTYPES[spec.dtype]
+        group = configs.rules_for(spec.op, eb, 90, dtype)
         low = group[spec.variant - 1].max_n + 1 if spec.variant else 1
         high = group[spec.variant].max_n or 4 * low
         for n in {low, high}:
             if spec.op == "bwd":
-                want = configs.backward_launch(n, eb, spec.has_dresidual, wb)
+                want = configs.backward_launch(n, eb, spec.has_dresidual, wb, 90, dtype)
             else:
-                want = configs.forward_launch(n, eb, spec.op == "add", wb)
+                want = configs.forward_launch(n, eb, spec.op == "add", wb, 90, dtype)
             assert aot._launch(spec, 90) == want, (spec, n)
 
 
 @pytest.fixture
 def fp16_rows(monkeypatch):
-    """The committed table plus fp16 rows of its own for the backward, as a fp16 sweep of 128
-    would give: rows=4 where bf16's have 16."""
+    """The committed table without its fp16 rows, plus those that a first fp16 sweep of the
+    backward at 128 gives: rows=4 where bf16's have 16."""
     result = _result("bwd", 128, "torch.float16", rows=4, num_warps=2, programs_per_sm=8)
-    new = table_gen.generate(_base(), [(result, "fp16.json")])
+    base = tuple(r for r in _base() if r.family != "fp16")
+    new = table_gen.generate(base, [(result, "fp16.json")])
     monkeypatch.setattr(configs, "rules", lambda arch=90: new + tuple(configs._derived_fp64(new)))
     configs._launch.cache_clear()  # launches are cached by width and dtype
     yield new
@@ -167,6 +169,7 @@ def test_a_fp16_result_gives_fp16_rows_of_its_own_starting_as_the_two_byte_rows(
     fp16 = [r for r in fp16_rows if r.op == "bwd" and r.family == "fp16"]
     shared = [r for r in fp16_rows if r.op == "bwd" and r.family == 2]
     assert shared == [r for r in _base() if r.op == "bwd" and r.family == 2]
+    assert fp16 != [r for r in _base() if r.op == "bwd" and r.family == "fp16"]
     assert [(r.max_n, r.rows) for r in fp16 if r.max_n == 128] == [(128, 4)]
     assert [dataclasses.replace(r, family=2) for r in fp16 if r.max_n != 128] == \
         [r for r in shared if r.max_n != 128]
@@ -217,3 +220,25 @@ def test_a_kept_forward_tile_may_hold_65536_two_byte_values_and_an_fp32_one_may_
 def test_only_forward_tiles_are_kept_in_their_storage_dtype():
     with pytest.raises(ValueError, match="only forward tiles are kept"):
         table_gen.generate(_base(), [(_result("bwd", 4096, keep_stored=True), "s.json")])
+
+
+def test_widths_that_need_fewer_chunks_of_a_chunked_row_get_a_row_of_fewer():
+    # 4 x 16384 serves 32769 ... 65536; 32769 ... 49152 take 3 of those chunks, not 4 with
+    # one all mask.
+    kept = _result("fwd", 65536, block_n=16384, chunks=4, num_warps=32, w_resident=False,
+                   keep_stored=True)
+    base = [r for r in _base() if (r.op, r.family) != ("fwd", 2) or r.max_n is None
+            or r.max_n <= 32768]
+    fwd = [r for r in table_gen.generate(base, [(kept, "s.json")])
+           if r.op == "fwd" and r.family == 2]
+    wide = [(r.max_n, r.block_n, r.chunks, bool(r.swept)) for r in fwd
+            if r.max_n is not None and 32768 < r.max_n <= 65536]
+    assert wide == [(49152, 16384, 3, False), (65536, 16384, 4, True)]
+
+
+def test_a_chunked_row_that_would_leave_a_chunk_empty_is_refused():
+    rows = [configs.Rule("fwd", 2, 32768, "tile", 32768, 1, 16, 2, 4, False),
+            configs.Rule("fwd", 2, 65536, "tile", 16384, 1, 32, 1, 4, False, True, 4, True),
+            configs.Rule("fwd", 2, None, "loop", 16384, 1, 16, 3, 6, False, False)]
+    with pytest.raises(ValueError, match="32769 to 65536"):
+        table_gen._check_group(tuple(rows))
