@@ -43,7 +43,7 @@ def test_every_group_ends_with_a_loop_row_for_every_longer_width():
 
 def test_a_measured_width_sets_the_row_that_serves_it():
     new = table_gen.generate(_base(), [(_result("fwd", 6144, rows=3), "s.json")])
-    fwd = [r for r in new if r.op == "fwd" and r.elem_bytes == 2]
+    fwd = [r for r in new if r.op == "fwd" and r.family == 2]
     row = next(r for r in fwd if r.max_n is not None and r.max_n >= 6144)
     assert (row.max_n, row.block_n, row.rows) == (6144, 8192, 3)
     assert row.swept == "64x6144 bfloat16 90.0% (s.json)"
@@ -65,7 +65,7 @@ def test_a_winner_within_the_margin_keeps_the_tables_launch():
     far = _result("fwd", 4096, rows=9, pct=90.0, table_pct=85.0)
     for result, rows in ((close, 1), (far, 9)):
         fwd = [r for r in table_gen.generate(_base(), [(result, "s.json")])
-               if r.op == "fwd" and r.elem_bytes == 2 and r.max_n == 4096]
+               if r.op == "fwd" and r.family == 2 and r.max_n == 4096]
         assert [r.rows for r in fwd] == [rows]
         assert "s.json" in fwd[0].swept  # measured either way
 
@@ -73,7 +73,7 @@ def test_a_winner_within_the_margin_keeps_the_tables_launch():
 def test_neighbouring_rows_of_one_launch_are_merged():
     results = [(_result("add", 1536, rows=5, block_n=2048), "a.json"),
                (_result("add", 2048, rows=5), "b.json")]
-    add = [r for r in table_gen.generate(_base(), results) if r.op == "add" and r.elem_bytes == 2]
+    add = [r for r in table_gen.generate(_base(), results) if r.op == "add" and r.family == 2]
     merged = [r for r in add if r.rows == 5 and r.block_n == 2048]
     assert len(merged) == 1 and merged[0].max_n == 2048
     assert merged[0].swept.count("a.json") == 1 and "b.json" in merged[0].swept
@@ -83,7 +83,7 @@ def test_neighbouring_rows_of_one_launch_are_merged():
 def test_the_widest_measured_loop_also_serves_longer_rows():
     result = _result("fwd", 1 << 22, path="loop", block_n=4096, rows=1, num_warps=16)
     fwd = [r for r in table_gen.generate(_base(), [(result, "s.json")])
-           if r.op == "fwd" and r.elem_bytes == 2]
+           if r.op == "fwd" and r.family == 2]
     assert fwd[-1].max_n is None and fwd[-1].num_warps == 16 and "s.json" in fwd[-1].swept
 
 
@@ -95,7 +95,7 @@ def test_a_tile_row_wider_than_its_widths_power_of_two_is_refused():
 def test_fp32_results_set_the_four_byte_rows_only():
     new = table_gen.generate(_base(), [(_result("fwd", 4096, "torch.float32", rows=7), "s")])
     assert [r.rows for r in new if r.op == "fwd" and r.max_n == 4096] == \
-        [r.rows for r in _base() if r.op == "fwd" and r.max_n == 4096 and r.elem_bytes == 2] + [7]
+        [r.rows for r in _base() if r.op == "fwd" and r.max_n == 4096 and r.family == 2] + [7]
 
 
 def test_writing_the_table_records_its_sources(tmp_path):
@@ -209,7 +209,7 @@ def test_a_kept_forward_tile_may_hold_65536_two_byte_values_and_an_fp32_one_may_
     kept = _result("fwd", 65536, block_n=32768, chunks=2, num_warps=32, w_resident=False,
                    keep_stored=True)
     rows = [r for r in table_gen.generate(_base(), [(kept, "s.json")])
-            if r.op == "fwd" and r.elem_bytes == 2 and r.max_n == 65536]
+            if r.op == "fwd" and r.family == 2 and r.max_n == 65536]
     assert [(r.path, r.block_n, r.chunks, r.keep_stored) for r in rows] == \
         [("tile", 32768, 2, True)]
     held = dict(kept["best"], keep_stored=False)
