@@ -7,12 +7,11 @@
     python -m rmsnorm.bench --overhead        # host microseconds per call, decode shape
     python -m rmsnorm.bench --suite --json run.json --baseline docs/results/h200-baseline.json
 
-Every figure is the median of triton.testing.do_bench (L2 flushed before each repeat):
---shapes times single calls, host launch included; "graph"-timed cases (the suite's decode
-shapes) time 100 calls captured in one CUDA graph and report the GPU time per call, inputs
-warm in L2 as in a decode step; "graph_hbm" cases (the suite's other shapes) do the same over
-input sets that together exceed the L2 three times, so that they move HBM bytes; their copy
-ceilings are timed the same way. --suite runs
+Every figure is the median of triton.testing.do_bench (L2 flushed before each repeat);
+"graph"-timed cases (the suite's decode shapes) time 100 calls captured in one CUDA graph
+and report the time per call, inputs warm in L2 as in a decode step; "graph_hbm" cases (the
+suite's 2^23-element shapes) do the same over input sets that together exceed the L2 three
+times, so that they move HBM bytes; their copy ceilings are timed the same way. --suite runs
 the fixed cases of rmsnorm.suite; --baseline compares the run with an earlier one's JSON and
 exits 1 when a case's % of copy fell by more than two points in two timings (each case that
 fell is timed again, and the better timing kept, with both in its row's `timed_pct_copy`).
@@ -297,14 +296,6 @@ def _error(e):
     return f"{type(e).__name__}: {e}"[:200]
 
 
-def measures_dw(op, m, n, timing):
-    """Whether a backward row also measures dw's cost: single-call rows, and the suite's
-    2^26-element cases (its 2^23-element ones skip it, to keep the suite's time). The
-    reduction alone is timed as single calls either way (an upper bound: see the module
-    docstring)."""
-    return op == "bwd" and timing != "graph" and (timing == "median" or m * n >= 2 ** 25)
-
-
 def run_shape(op, m, n, dtype, peers, warmup, rep, timing="median"):
     if "compile" in peers:
         # dynamic=False compiles each shape anew on the same code objects; past dynamo's
@@ -333,16 +324,16 @@ def run_shape(op, m, n, dtype, peers, warmup, rep, timing="median"):
         gbps = nbytes / ms / 1e6
         row["impls"][name] = {"us": ms * 1e3, "gbps": gbps,
                               "pct_copy": 100 * gbps / row["copy_gbps"]}
-    if measures_dw(op, m, n, timing) and "us" in row["impls"]["rmsnorm"]:
+    if op == "bwd" and timing == "median" and "us" in row["impls"]["rmsnorm"]:
         try:
             rstd = saved_rstd(x, w)
             us = bench_ms(dw_reduce_fn(dy, x, w, rstd), warmup, rep) * 1e3
             row["dw_reduce_us"] = us
             row["dw_reduce_pct"] = 100 * us / row["impls"]["rmsnorm"]["us"]
             # What dw costs inside the backward (partial rows written, then reduced): the
-            # same call without dw, timed as the backward was.
-            no_dw = TIMERS[timing](functools.partial(ops.backward, dy, x, w, rstd,
-                                                     need_dw=False), warmup, rep) * 1e3
+            # same call without dw, timed the same way.
+            no_dw = bench_ms(functools.partial(ops.backward, dy, x, w, rstd, need_dw=False),
+                             warmup, rep) * 1e3
             row["bwd_no_dw_us"] = no_dw
         except Exception as e:
             row["dw_reduce_error"] = _error(e)
@@ -445,8 +436,9 @@ def main(argv=None):
             write_json(args.json, rows)
     fell = {k for k, _, _ in suite.regressions(rows, baseline)} if baseline is not None else ()
     for i, row in enumerate(rows):
-        # Timed again: a case's one timing can read a few points low in a run and not in the
-        # next; a slower kernel reads low in both.
+        # Timed again: one case's single timing can read up to 20 points low in a run and not
+        # in the next (two suite runs of the same code, 2026-12-01); a slower kernel reads low
+        # in both.
         if suite.key(row) in fell:
             op, dt, m, n, timing = suite.key(row)
             again = run_shape(op, m, n, getattr(torch, dt), peers, args.warmup, args.rep, timing)

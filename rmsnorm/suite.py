@@ -3,18 +3,15 @@ or the launch table is measured on (`rmsnorm-bench --suite`), and the comparison
 committed run of it (`--baseline PATH`), so that a shape that falls is seen, whichever it is.
 
 Cases: forward, fused add and backward at every width a model uses, with M x N = 2^26
-elements and 2^23 elements; decode (M of 1 to 256 rows at N = 2048, 4096, 8192); each in
-bf16, fp16 and fp32. Every case is timed as GPU time per call of calls replayed from a CUDA
-graph: the kernels', not the Python launcher's host time, which moves by a third between
-runs and is measured apart (`--overhead`). Timed as single calls, even the 2^26-element
-forward (about 70 us of GPU time in bf16) is within reach of it: in a run of 2026-12-01 its
-unchanged kernels at N = 128 ... 512 read 74-81% of copy where the run before read 98%, while
-the same kernels' graph-timed cases held. Decode replays one input set, warm in L2 as in a
-model's decode step ("graph"); the throughput cases cycle through input sets three times the
-L2's size ("graph_hbm": one set at 2^26 elements), so that they measure HBM traffic as a
-large batch does. Every case is held against a device-to-device copy of the same bytes timed
-the same way in the same run: "% of copy" is what is compared, so that runs on one GPU model
-compare though its clocks move.
+elements (timed as single calls: the GPU time dwarfs the launch's host time) and 2^23
+elements; decode (M of 1 to 256 rows at N = 2048, 4096, 8192); each in bf16, fp16 and fp32.
+The 2^23 and decode cases take less GPU time than the Python launcher's host time per call,
+so they are timed as GPU time per call of calls replayed from a CUDA graph: the kernels', not
+the host's, which moves by a third between runs. Decode replays one input set, warm in L2 as
+in a model's decode step ("graph"); the 2^23 cases cycle through input sets three times the
+L2's size ("graph_hbm"), so that they measure HBM traffic as a large batch does. Every case is held
+against a device-to-device copy of the same bytes timed the same way in the same run: "% of
+copy" is what is compared, so that runs on one GPU model compare though its clocks move.
 """
 
 import json
@@ -33,16 +30,8 @@ POINTS = 2.0
 
 def throughput_shapes():
     """(M, N, timing) of the throughput cases."""
-    return [(elements // n, n, "graph_hbm") for elements in ELEMENTS for n in WIDTHS]
-
-
-def elements_of(row):
-    """Which throughput size (ELEMENTS) a row is of, or None (decode, or not a suite shape).
-    Runs before the baseline of the kept forward tiles timed the 2^26-element cases as single
-    calls ("median")."""
-    if row.get("timing", "median") not in ("median", "graph_hbm"):
-        return None
-    return next((e for e in ELEMENTS if e // row["N"] == row["M"]), None)
+    return [(elements // n, n, "median" if elements == max(ELEMENTS) else "graph_hbm")
+            for elements in ELEMENTS for n in WIDTHS]
 
 
 def decode_shapes():
@@ -50,8 +39,8 @@ def decode_shapes():
 
 
 def cases(dtypes=DTYPES, ops=OPS):
-    """(op, dtype name, M, N, timing) of the suite, timing "graph" or "graph_hbm" (GPU time
-    per call, replayed from a CUDA graph; rmsnorm.bench.TIMERS)."""
+    """(op, dtype name, M, N, timing) of the suite, timing "median" (do_bench), "graph" or
+    "graph_hbm" (GPU time per call, replayed from a CUDA graph; rmsnorm.bench.TIMERS)."""
     out = []
     for dtype in dtypes:
         out += [(op, dtype, m, n, timing) for op in ops for m, n, timing in throughput_shapes()]

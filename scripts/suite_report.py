@@ -13,17 +13,8 @@ import json
 import math
 from collections import defaultdict
 
-# The suite's sizes, and how each was timed ("median": single calls, as runs before the
-# baseline of the kept forward tiles timed the 2^26-element cases; the rest from CUDA graphs).
-SIZES = ("2^26 elements", "2^23 elements", "decode")
-TIMINGS = {"median": "single calls", "graph_hbm": "graph, HBM", "graph": "graph, warm L2"}
-
-
-def size(row):
-    """The suite size of a row: decode (graph-timed, warm L2), else by its elements."""
-    if row["timing"] == "graph":
-        return "decode"
-    return "2^26 elements" if row["M"] * row["N"] > 2 ** 24 else "2^23 elements"
+SIZES = {"median": "2^26 elements (single calls)", "graph_hbm": "2^23 elements (graph, HBM)",
+         "graph": "decode (graph, warm L2)"}
 LOW_PRECISION = ("bfloat16", "float16")
 # The dw reduction's share of the backward (issue 12): the backward with dw against the same
 # call without it (the suite's "bwd_no_dw_us"), at most this many percent.
@@ -53,7 +44,7 @@ def goal(row, by_key):
         return 90.0, "fwd+bwd from a CUDA graph"
     if op == "bwd":
         return (92.0, "bwd, N <= 16384") if n <= 16384 else (85.0, "bwd, N >= 32768")
-    if size(row) == "2^23 elements":
+    if timing == "graph_hbm":
         return 93.0, "2^23 elements"
     return (97.0, "N <= 16384") if n <= 16384 else (95.0, "N >= 32768")
 
@@ -61,10 +52,8 @@ def goal(row, by_key):
 def peer_goal(row, peers):
     """(best peer's value, its name, "pct" or "us") at the row's shape, or None."""
     for p in peers:
-        # The peers' throughput points were timed as single calls: they stand beside
-        # rmsnorm's at the same shape however that was timed.
-        if (p["op"], p["M"], p["N"], p["timing"] == "graph") != \
-                (row["op"], row["M"], row["N"], row["timing"] == "graph"):
+        if (p["op"], p["M"], p["N"], p["timing"]) != (row["op"], row["M"], row["N"],
+                                                     row["timing"]):
             continue
         others = {k: v for k, v in p["impls"].items() if k != "rmsnorm"}
         if row["timing"] == "graph":
@@ -87,20 +76,18 @@ def dw_share(row):
 
 def summary(rows):
     groups = defaultdict(list)
-    timed = defaultdict(set)
     for r in rows:
         if pct(r) is not None:
-            groups[(r["op"], r["dtype"], size(r))].append(r)
-            timed[size(r)].add(TIMINGS.get(r["timing"], r["timing"]))
-    titles = [f"{s} ({', '.join(sorted(timed[s]))})" if timed[s] else s for s in SIZES]
-    out = ["| op | dtype | " + " | ".join(titles) + " |", "|---|---|" + "---|" * len(SIZES)]
+            groups[(r["op"], r["dtype"], r["timing"])].append(r)
+    out = ["| op | dtype | " + " | ".join(SIZES.values()) + " |",
+           "|---|---|" + "---|" * len(SIZES)]
     for op in ("fwd", "add", "bwd", "fwdbwd"):
         for dtype in ("bfloat16", "float16", "float32"):
-            if not any(groups.get((op, dtype, s)) for s in SIZES):
+            if not any(groups.get((op, dtype, timing)) for timing in SIZES):
                 continue
             cells = []
-            for s in SIZES:
-                g = groups.get((op, dtype, s))
+            for timing in SIZES:
+                g = groups.get((op, dtype, timing))
                 if not g:
                     cells.append("-")
                     continue

@@ -46,22 +46,9 @@ def test_decode_is_held_to_the_fastest_peers_time(tmp_path):
 
 
 def test_the_summary_gives_each_groups_geometric_mean_and_worst_case(tmp_path):
-    out = report(tmp_path, [row("add", "bfloat16", 524288, 128, "graph_hbm", pct=80.0),
-                            row("add", "bfloat16", 262144, 256, "graph_hbm", pct=45.0),
-                            row("add", "bfloat16", 65536, 128, "graph_hbm", pct=90.0)])
-    assert "| add | bfloat16 | 60.0 (min 45.0 at 262144 x 256) | 90.0 (min 90.0 at 65536 x " \
-        "128) | - |" in out
-
-
-def test_the_summary_groups_by_size_and_names_how_each_size_was_timed(tmp_path):
-    # An earlier run's single-call 2^26-element rows and graph-timed ones share a column.
-    out = report(tmp_path, [row("fwd", "bfloat16", 524288, 128, "median", pct=80.0),
-                            row("fwd", "float16", 524288, 128, "graph_hbm", pct=90.0),
-                            row("fwd", "bfloat16", 1, 4096, "graph", pct=50.0, us=2.0)])
-    assert "| op | dtype | 2^26 elements (graph, HBM, single calls) | 2^23 elements | decode " \
-        "(graph, warm L2) |" in out
-    assert "| fwd | bfloat16 | 80.0 (min 80.0 at 524288 x 128) | - | 50.0 (min 50.0 at 1 x " \
-        "4096) |" in out
+    out = report(tmp_path, [row("add", "bfloat16", 64, 128, "median", pct=80.0),
+                            row("add", "bfloat16", 64, 256, "median", pct=45.0)])
+    assert "| add | bfloat16 | 60.0 (min 45.0 at 64 x 256) |" in out
 
 
 def test_a_backward_whose_dw_costs_5_percent_or_more_is_listed(tmp_path):
