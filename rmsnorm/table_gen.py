@@ -29,6 +29,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # which serve fp16 too until fp16 is swept: its results set rows of its own, which start as a
 # copy of the 2-byte rows (fp16 keeps more registers live than bf16 in the same kernel).
 FAMILY = {"torch.bfloat16": 2, "torch.float16": "fp16", "torch.float32": 4}
+# A kept tile (keep_stored) widens its values again by their bits, which costs a shift in
+# bf16 and several operations in fp16 (device call 4 of 2026-12-01: bf16's kept winners ran
+# fp16 13-17 points slower at 16384 and 32768): a bf16 result whose winner is kept sets rows of
+# bf16's own (started as a copy of the 2-byte rows), not the rows fp16 shares; once bf16 has
+# rows of its own, its other results set both.
+KEPT_OWN_ROWS = {"torch.bfloat16": "bf16"}
 LAUNCH_FIELDS = ("path", "block_n", "rows", "num_warps", "num_stages", "programs_per_sm",
                  "w_resident", "dw_resident", "chunks", "keep_stored")
 
@@ -121,6 +127,21 @@ def _fill_chunks(group):
     return out
 
 
+def _without_fills(group):
+    """A group less the rows _fill_chunks added (unmeasured, fewer chunks of the row above
+    them), which are added again for the rows that need them: one left from an earlier table
+    would otherwise outlive the row it was cut from."""
+    out = []
+    for rule, above in zip(group, list(group[1:]) + [None]):
+        fill = (above is not None and not rule.swept and 1 < rule.chunks < above.chunks
+                and rule.max_n == rule.block_n * rule.chunks
+                and dataclasses.replace(rule, chunks=above.chunks, max_n=above.max_n,
+                                        swept=above.swept) == above)
+        if not fill:
+            out.append(rule)
+    return out
+
+
 def _merge(group):
     """Neighbouring rows of one launch become one (the wider's max_n, both labels)."""
     out = []
@@ -147,23 +168,40 @@ def _points(rule):
     return points
 
 
+def _rows_set(new, dtype, groups):
+    """The rows one result sets: its family's, or for a kept winner of a dtype in
+    KEPT_OWN_ROWS, that dtype's own (and its family's too once that dtype has rows of its own
+    and the winner is not kept)."""
+    own = KEPT_OWN_ROWS.get(dtype)
+    if own is None:
+        return [new]
+    mine = dataclasses.replace(new, family=own)
+    if new.keep_stored:
+        return [mine]
+    return [new, mine] if (new.op, own) in groups else [new]
+
+
 def generate(base, results):
     """The table's rows (configs.Rule, 2- and 4-byte groups) from base rows and (result,
     source) pairs, applied in order."""
     groups = {}
     for rule in base:
-        groups.setdefault((rule.op, rule.family), []).extend(_points(rule))
+        groups.setdefault((rule.op, rule.family), []).append(rule)
+    groups = {key: [p for r in _without_fills(g) for p in _points(r)]
+              for key, g in groups.items()}
     for result, source in results:
-        new = rule_from_result(result, source)
-        key = (new.op, new.family)
-        if key not in groups and (new.op, new.elem_bytes) in groups:
-            # A dtype's first result of its own: its rows start as its element size's.
-            groups[key] = [dataclasses.replace(r, family=new.family)
-                           for r in groups[(new.op, new.elem_bytes)]]
-        if key not in groups:
-            raise ValueError(f"no base rows for op {new.op}, {new.elem_bytes}-byte elements")
-        group = [r for r in groups[key] if r.max_n != new.max_n] + [new]
-        groups[key] = sorted(group, key=lambda r: float("inf") if r.max_n is None else r.max_n)
+        for new in _rows_set(rule_from_result(result, source), result["dtype"], groups):
+            key = (new.op, new.family)
+            if key not in groups and (new.op, new.elem_bytes) in groups:
+                # A dtype's first result of its own: its rows start as its element size's.
+                groups[key] = [dataclasses.replace(r, family=new.family)
+                               for r in groups[(new.op, new.elem_bytes)]]
+            if key not in groups:
+                raise ValueError(f"no base rows for op {new.op}, {new.elem_bytes}-byte "
+                                 "elements")
+            group = [r for r in groups[key] if r.max_n != new.max_n] + [new]
+            groups[key] = sorted(group,
+                                 key=lambda r: float("inf") if r.max_n is None else r.max_n)
     for key, group in groups.items():
         widest = [r for r in group if r.max_n is not None][-1]
         if widest.path == "loop" and widest.swept:

@@ -27,9 +27,11 @@ def test_every_n_gets_a_launch_that_covers_the_row(elem_bytes, fused):
 
 def test_rows_beyond_the_tile_limit_take_the_looped_path():
     # A forward row kept in its 16-bit storage dtype fits twice as wide a tile (sm_90's table
-    # keeps 65536-element rows); the fused add holds its row in fp32.
-    assert configs.forward_launch(65536, 2, False).path == "tile"
-    assert configs.forward_launch(65537, 2, False).path == "loop"
+    # keeps bf16 rows of 65536); fp16 and the fused add hold their rows in fp32.
+    assert configs.forward_launch(65536, 2, False, dtype="bf16").path == "tile"
+    assert configs.forward_launch(65537, 2, False, dtype="bf16").path == "loop"
+    assert configs.forward_launch(32768, 2, False, dtype="fp16").path == "tile"
+    assert configs.forward_launch(32769, 2, False, dtype="fp16").path == "loop"
     assert configs.forward_launch(32768, 2, True).path == "tile"
     assert configs.forward_launch(32769, 2, True).path == "loop"
     assert configs.forward_launch(16384, 8, False).path == "loop"

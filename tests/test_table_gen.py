@@ -94,8 +94,9 @@ def test_a_tile_row_wider_than_its_widths_power_of_two_is_refused():
 
 def test_fp32_results_set_the_four_byte_rows_only():
     new = table_gen.generate(_base(), [(_result("fwd", 4096, "torch.float32", rows=7), "s")])
-    assert [r.rows for r in new if r.op == "fwd" and r.max_n == 4096] == \
-        [r.rows for r in _base() if r.op == "fwd" and r.max_n == 4096 and r.family == 2] + [7]
+    assert [(r.family, r.rows) for r in new if r.op == "fwd" and r.max_n == 4096] == \
+        [(r.family, r.rows) for r in _base() if r.op == "fwd" and r.max_n == 4096
+         and r.family != 4] + [(4, 7)]
 
 
 def test_writing_the_table_records_its_sources(tmp_path):
@@ -119,7 +120,7 @@ def test_the_cpp_runtime_gets_the_tables_width_bounds():
     assert len(counts) == len(bounds) == 9
     for op_index, op in enumerate(configs.OPS):
         for dtype_index, dtype in enumerate(("f32", "f16", "bf16")):
-            group = configs.rules_for(op, 4 if dtype == "f32" else 2)
+            group = aot.table_rows(op, dtype, 90)
             i = op_index * 3 + dtype_index
             assert counts[i] == str(len(group))
             assert bounds[i] == [str(r.max_n) if r.max_n is not None else "INT64_MAX"
@@ -209,7 +210,7 @@ def test_a_kept_forward_tile_may_hold_65536_two_byte_values_and_an_fp32_one_may_
     kept = _result("fwd", 65536, block_n=32768, chunks=2, num_warps=32, w_resident=False,
                    keep_stored=True)
     rows = [r for r in table_gen.generate(_base(), [(kept, "s.json")])
-            if r.op == "fwd" and r.family == 2 and r.max_n == 65536]
+            if r.op == "fwd" and r.family == "bf16" and r.max_n == 65536]
     assert [(r.path, r.block_n, r.chunks, r.keep_stored) for r in rows] == \
         [("tile", 32768, 2, True)]
     held = dict(kept["best"], keep_stored=False)
@@ -227,10 +228,10 @@ def test_widths_that_need_fewer_chunks_of_a_chunked_row_get_a_row_of_fewer():
     # one all mask.
     kept = _result("fwd", 65536, block_n=16384, chunks=4, num_warps=32, w_resident=False,
                    keep_stored=True)
-    base = [r for r in _base() if (r.op, r.family) != ("fwd", 2) or r.max_n is None
+    base = [r for r in _base() if (r.op, r.family) != ("fwd", "bf16") or r.max_n is None
             or r.max_n <= 32768]
     fwd = [r for r in table_gen.generate(base, [(kept, "s.json")])
-           if r.op == "fwd" and r.family == 2]
+           if r.op == "fwd" and r.family == "bf16"]
     wide = [(r.max_n, r.block_n, r.chunks, bool(r.swept)) for r in fwd
             if r.max_n is not None and 32768 < r.max_n <= 65536]
     assert wide == [(49152, 16384, 3, False), (65536, 16384, 4, True)]
@@ -242,3 +243,31 @@ def test_a_chunked_row_that_would_leave_a_chunk_empty_is_refused():
             configs.Rule("fwd", 2, None, "loop", 16384, 1, 16, 3, 6, False, False)]
     with pytest.raises(ValueError, match="32769 to 65536"):
         table_gen._check_group(tuple(rows))
+
+
+def test_a_kept_bf16_winner_sets_bf16s_own_rows_and_leaves_the_rows_fp16_shares():
+    # bf16 widens a kept tile with a shift, fp16 with several operations: bf16's measurement
+    # of a kept tile says nothing of fp16's.
+    base = tuple(r for r in _base() if r.family != "bf16")
+    kept = _result("fwd", 16384, block_n=16384, num_warps=8, rows=1, keep_stored=True)
+    new = table_gen.generate(base, [(kept, "k.json")])
+    at = {r.family: r for r in new if r.op == "fwd" and r.max_n == 16384}
+    assert at["bf16"].keep_stored and "k.json" in at["bf16"].swept
+    assert at[2] == next(r for r in base if r.op == "fwd" and r.family == 2
+                         and r.max_n == 16384)
+    # bf16's own rows started as the shared ones.
+    assert [dataclasses.replace(r, family=2) for r in new if r.op == "fwd"
+            and r.family == "bf16" and r.max_n != 16384] == \
+        [r for r in new if r.op == "fwd" and r.family == 2 and r.max_n != 16384]
+    # Once bf16 has rows of its own, a winner that is not kept sets both.
+    held = _result("fwd", 4096, rows=9)
+    both = table_gen.generate(new, [(held, "h.json")])
+    assert {r.family: r.rows for r in both if r.op == "fwd" and r.max_n == 4096
+            and r.elem_bytes == 2} == \
+        {2: 9, "bf16": 9}
+
+
+def test_no_row_that_fp16_or_mixed_dtypes_read_keeps_a_tile_swept_only_in_bf16():
+    for r in _base():
+        if r.keep_stored:
+            assert r.family == "bf16", r
