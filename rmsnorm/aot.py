@@ -47,6 +47,8 @@ def table_rows(op, dtype, arch):
     from rmsnorm import configs
 
     return configs.rules_for(op, ELEM_BYTES[dtype], arch, TABLE_DTYPES[dtype])
+
+
 TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 ALIGN_NONE, ALIGN_PTR, ALIGN_VEC = 0, 1, 2
 

@@ -28,6 +28,7 @@ INTERPRETED = isinstance(fwd_tile_kernel, InterpretedFunction)
 # and the persistent-loop code exercised on small test shapes.
 INTERPRETER_PROGRAMS = 2
 
+
 def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", residual=None,
             inplace=False, out=None, residual_out=None, return_rstd=False, launch=None):
     """Shared forward: returns (y, residual_out or None, rstd or None).

@@ -207,12 +207,13 @@ def generate(base, results):
         if widest.path == "loop" and widest.swept:
             # The widest measured loop launch also serves every longer row.
             group[-1] = dataclasses.replace(widest, max_n=None, swept="")
-    out = []
+
     def order(key):  # by op, then element size, each size's shared rows before a dtype's own
         op, family = key
         return (configs.OPS.index(op), configs.family_bytes(family), isinstance(family, str),
                 str(family))
 
+    out = []
     for key in sorted(groups, key=order):
         group = tuple(_merge(_fill_chunks(groups[key])))
         _check_group(group)
