@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -85,3 +86,19 @@ def test_compiled_code_waits_from_sm90_and_fuses_fmas_only_when_vectorised(facts
     # rmsnorm.configs.compile_options: unvectorised kernels round every product on its own,
     # so that all lanes holding a row's sum agree; vectorised ones keep their FMAs.
     assert got["fma"] == vectorised
+
+
+def test_the_build_stamp_is_dated_to_when_the_build_began(tmp_path, monkeypatch):
+    # A launch table edited while the kernels compile must leave the stamp older than it, so
+    # that the build tool runs the step again.
+    from rmsnorm import aot
+    table = tmp_path / "sm90.py"
+
+    def build(*args):
+        time.sleep(0.05)
+        table.write_text("edited while compiling")
+
+    monkeypatch.setattr(aot, "build", build)
+    stamp = tmp_path / "aot.stamp"
+    assert aot.main(["--out", str(tmp_path), "--archs", "90", "--stamp", str(stamp)]) == 0
+    assert stamp.exists() and stamp.stat().st_mtime < table.stat().st_mtime

@@ -87,14 +87,14 @@ list(APPEND _rmsnorm_aot_inputs ${_rmsnorm_repo}/rmsnorm/configs.py
 string(REPLACE ";" " " _rmsnorm_archs "${RMSNORM_CUDA_ARCHS}")
 separate_arguments(_rmsnorm_archs)
 # kernels.cpp and the blobs are rewritten only when their content changes (restat): the
-# stamp says the step ran.
+# stamp says the step ran, dated to when it began (an input edited during it reruns it).
 add_custom_command(
     OUTPUT ${RMSNORM_AOT_DIR}/aot.stamp
     BYPRODUCTS ${RMSNORM_AOT_SOURCE} ${_rmsnorm_blobs}
     COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${_rmsnorm_repo} TRITON_INTERPRET=0
             ${_rmsnorm_python} -m rmsnorm.aot --out ${RMSNORM_AOT_DIR}
             --archs ${_rmsnorm_archs} --jobs ${RMSNORM_AOT_JOBS}
-    COMMAND ${CMAKE_COMMAND} -E touch ${RMSNORM_AOT_DIR}/aot.stamp
+            --stamp ${RMSNORM_AOT_DIR}/aot.stamp
     DEPENDS ${_rmsnorm_aot_inputs}
     COMMENT "rmsnorm: compiling the Triton kernels for sm_${RMSNORM_CUDA_ARCHS}"
     VERBATIM)
