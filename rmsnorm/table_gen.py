@@ -5,14 +5,15 @@
 The table's rows start as the file's current rows; each sweep result (one op, dtype and
 width N, from `python -m rmsnorm.sweep --json`) then sets the row that serves N: it replaces
 the row whose max_n is N or adds one, with the fastest launch the sweep measured there when
-that beat the table's own launch by more than MARGIN, else with the table's. A
-width between two measured ones takes the row of the next measured width above it (the rule
-configs.rule_index applies), in as few of its chunks as hold the width where it is a
-chunked tile (rows of fewer chunks are added below it); the widest measured loop launch
-also takes every longer row. Neighbouring rows with the same launch are merged. The result
-is deterministic: applying a
-table's own SOURCES to it again gives the same table (tests/test_table_gen.py checks that the
-committed table is such a fixed point, so it cannot drift from its measurements by hand).
+that beat the table's own launch by more than MARGIN, else with the table's. The rows it
+sets are its dtype's (FAMILY): bf16's set the 2-byte rows, except that a winner kept in its
+storage dtype sets rows of bf16's own (KEPT_OWN_ROWS). A width between two measured ones
+takes the row of the next measured width above it (the rule configs.rule_index applies), in
+as few of its chunks as hold the width where it is a chunked tile (rows of fewer chunks are
+added below it); the widest measured loop launch also takes every longer row. Neighbouring
+rows with the same launch are merged. The result is deterministic: applying a table's own
+SOURCES to it again gives the same table (tests/test_table_gen.py checks that the committed
+table is such a fixed point, so it cannot drift from its measurements by hand).
 """
 
 import argparse
@@ -182,7 +183,7 @@ def _rows_set(new, dtype, groups):
 
 
 def generate(base, results):
-    """The table's rows (configs.Rule, 2- and 4-byte groups) from base rows and (result,
+    """The table's rows (configs.Rule, grouped by op and family) from base rows and (result,
     source) pairs, applied in order."""
     groups = {}
     for rule in base:
