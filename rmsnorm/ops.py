@@ -173,12 +173,8 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
             x.shape[-1], max(x.element_size(), residual.element_size() if fused else 0), fused,
             weight.element_size() if weight is not None else 0, _arch(x.device),
             _table_dtype(x, residual))
-    elif launch.path == "tile" and launch.block_n * launch.chunks < x.shape[-1]:
-        raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
-                         f"the rows have {x.shape[-1]}")
-    elif launch.keep_stored and launch.path != "tile":
-        raise ValueError(f"launch {launch}: keep_stored is for tile launches (a looped row "
-                         "is read again, not kept)")
+    else:
+        _check_launch(launch, x.shape[-1], "fwd")
     spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(residual_out),
                         None if weight is None else weight.dtype, rstd is not None,
                         casting_mode, launch)
@@ -210,6 +206,20 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
         prepared(x, residual if fused else x, weight if weight is not None else x, y,
                  residual_out if fused else y, rstd if rstd is not None else y,
                  *sizes, float(eps), float(offset))
+
+
+def _check_launch(launch, n, op):
+    """Refuses, by name, an explicit launch (tests, the sweep) that cannot serve rows of n
+    elements for op ("fwd" or "bwd")."""
+    if launch.path == "tile" and launch.block_n * launch.chunks < n:
+        raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
+                         f"the rows have {n}")
+    if launch.keep_stored and op == "bwd":
+        raise ValueError(f"launch {launch}: keep_stored is a forward tile's; the backward "
+                         "holds its rows in fp32")
+    if launch.keep_stored and launch.path != "tile":
+        raise ValueError(f"launch {launch}: keep_stored is for tile launches (a looped row "
+                         "is read again, not kept)")
 
 
 def _split_below(device, fused):
@@ -368,12 +378,8 @@ def _launch_backward(dy, x, weight, rstd, offset, casting_mode, dresidual, dx, n
         launch = configs.backward_launch(n, widest, dresidual is not None,
                                          weight.element_size() if weight is not None else 0,
                                          _arch(x.device), _table_dtype(x, dy, dresidual))
-    elif launch.path == "tile" and launch.block_n * launch.chunks < n:
-        raise ValueError(f"launch {launch} holds {launch.block_n * launch.chunks} columns; "
-                         f"the rows have {n}")
-    elif launch.keep_stored:
-        raise ValueError(f"launch {launch}: keep_stored is a forward tile's; the backward "
-                         "holds its rows in fp32")
+    else:
+        _check_launch(launch, n, "bwd")
     spec = _backward_spec(x.shape, x.device, _meta(dy), _meta(x), _meta(dx), _meta(dresidual),
                           None if weight is None else weight.dtype, need_dw, casting_mode,
                           launch)
