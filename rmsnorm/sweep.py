@@ -7,15 +7,14 @@ Coordinate descent from the table's launch: first the tile shape (rows per progr
 weight in registers or re-read, pipelining stages, and at widths that are not a power of two
 the row in chunks of a narrower tile; for the plain forward in 2-byte dtypes also each tile
 kept in its storage dtype, and whole rows kept where an fp32 tile cannot hold them), then
-programs per SM for the three fastest shapes; the
-five fastest launches are timed again, longer. Each launch is checked before it is timed:
-forward launches against the recipe; backward launches (dx and dw) against the table's launch,
-itself checked against the recipe, within a tolerance, since dw's summation order depends on
-the launch. The backward is timed as a whole ops.backward call: programs per SM also sets how
-many dw partial rows its reduction reads. Each shape's winner is printed as it is found;
-`--json` keeps every timing, and `--table PATH` writes the arch's launch table with the winners
-(rmsnorm.table_gen; commit the JSON under docs/results/sweeps/ and regenerate the table from it
-there).
+programs per SM for the three fastest shapes; the five fastest launches are timed again,
+longer. Each launch is checked before it is timed: forward launches against the recipe;
+backward launches (dx and dw) against the table's launch, itself checked against the recipe,
+within a tolerance, since dw's summation order depends on the launch. The backward is timed as
+a whole ops.backward call: programs per SM also sets how many dw partial rows its reduction
+reads. Each shape's winner is printed as it is found; `--json` keeps every timing, and `--table
+PATH` writes the arch's launch table with the winners (rmsnorm.table_gen; commit the JSON under
+docs/results/sweeps/ and regenerate the table from it there).
 
 Compiling dominates a sweep (a second or more per launch, tens of launches per shape):
 `--jobs N` compiles every shape's first-round launches ahead in N processes, which fill
