@@ -179,8 +179,8 @@ def test_bench_exits_1_when_the_baseline_shows_a_regression(fake_timer, tmp_path
     assert "1 cases fell by more than 2.0 points" in capsys.readouterr().out
 
 
-def test_a_case_that_fell_is_timed_again_and_counts_only_if_it_fell_twice(fake_timer, tmp_path,
-                                                                           capsys, monkeypatch):
+def test_a_case_that_fell_is_timed_again_and_counts_only_if_it_fell_twice(
+        fake_timer, tmp_path, capsys, monkeypatch):
     first = tmp_path / "first.json"
     bench.main(["--op", "fwd", "add", "--shapes", "5x64", "--peers", "--json", str(first)])
     data = json.loads(first.read_text())
@@ -228,3 +228,33 @@ def test_an_hbm_graph_case_takes_input_sets_three_times_the_l2():
     sets = bench.input_sets("graph_hbm", nbytes)
     assert sets * nbytes >= 3 * l2 > (sets - 1) * nbytes
     assert bench.input_sets("graph", nbytes) == bench.input_sets("median", nbytes) == 1
+
+
+def test_each_timed_single_call_waits_behind_its_flush_and_a_gpu_sleep(monkeypatch):
+    # The GPU must still be busy when the host has launched the call: the call's start event
+    # comes after the flush and the sleep, so the launcher's host time is not timed.
+    log = []
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self):
+            self.at = len(log)
+            log.append("event")
+
+        def elapsed_time(self, other):
+            return 0.5
+
+    class Flush:
+        def zero_(self):
+            log.append("flush")
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(("sleep", cycles)))
+    ms = bench.single_calls_ms(lambda: log.append("call"), warmup=1, rep=2, flush=Flush())
+    assert ms == 0.5
+    timed = log[log.index(("sleep", bench.HOST_SLACK_CYCLES)) - 1:]
+    # rep ms of calls at the estimated ms per call (0.5 ms for five flushed calls): 20.
+    assert timed == ["flush", ("sleep", bench.HOST_SLACK_CYCLES), "event", "call", "event"] * 20
