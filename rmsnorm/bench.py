@@ -96,8 +96,9 @@ def single_calls_ms(fn, warmup, rep, flush):
     torch.cuda.synchronize()
     first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     first.record()
-    for _ in range(5):
+    for _ in range(5):  # as timed, sleep included: rep bounds the whole time it takes
         flush.zero_()
+        torch.cuda._sleep(HOST_SLACK_CYCLES)
         fn()
     last.record()
     torch.cuda.synchronize()
