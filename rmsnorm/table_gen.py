@@ -5,7 +5,8 @@
 The table's rows start as the file's current rows; each sweep result (one op, dtype and
 width N, from `python -m rmsnorm.sweep --json`) then sets the row that serves N: it replaces
 the row whose max_n is N or adds one, with the fastest launch the sweep measured there when
-that beat the table's own launch by more than MARGIN, else with the table's. The rows it
+that beat the table's own launch by more than MARGIN, else with the table's (also when the
+fastest is a split backward, which only explicit launches reach). The rows it
 sets are its dtype's (FAMILY): bf16's set the 2-byte rows, except that a winner kept in its
 storage dtype sets rows of bf16's own (KEPT_OWN_ROWS). A width between two measured ones
 takes the row of the next measured width above it (the rule configs.rule_index applies), in
@@ -65,12 +66,21 @@ def swept_label(result, source):
 MARGIN = 0.02
 
 
+# Paths the sweep measures that the table cannot hold: the split backward runs only as an
+# explicit launch of the Python launcher (the AOT build and librmsnorm have no split
+# kernels), so a split winner leaves the table's launch in place.
+EXPLICIT_ONLY_PATHS = ("split",)
+
+
 def kept_launch(result):
     """The launch a sweep result puts in the table: its best, unless the table's own was
-    within MARGIN of it (in GB/s, or in the score of a sweep timed at two sizes)."""
+    within MARGIN of it (in GB/s, or in the score of a sweep timed at two sizes) or the best
+    is on a path the table cannot hold (EXPLICIT_ONLY_PATHS)."""
     best, table = ((result["best_score"], result["table_score"]) if "best_score" in result
                    else (result["best_gbps"], result["table_gbps"]))
-    return result["table"] if best <= table * (1 + MARGIN) else result["best"]
+    if result["best"]["path"] in EXPLICIT_ONLY_PATHS or best <= table * (1 + MARGIN):
+        return result["table"]
+    return result["best"]
 
 
 def rule_from_result(result, source):

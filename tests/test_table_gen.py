@@ -70,6 +70,16 @@ def test_a_winner_within_the_margin_keeps_the_tables_launch():
         assert "s.json" in fwd[0].swept  # measured either way
 
 
+def test_a_split_backward_winner_keeps_the_tables_launch():
+    # The AOT build and librmsnorm have no split kernels: a table row must not name one.
+    result = _result("bwd", 32768, pct=90.0, table_pct=40.0, path="split", block_n=4096,
+                     dw_resident=False)
+    bwd = [r for r in table_gen.generate(_base(), [(result, "s.json")])
+           if r.op == "bwd" and r.family == 2 and r.max_n == 32768]
+    assert [(r.path, r.block_n) for r in bwd] == [("tile", 32768)]
+    assert "s.json" in bwd[0].swept
+
+
 def test_neighbouring_rows_of_one_launch_are_merged():
     results = [(_result("add", 1536, rows=5, block_n=2048), "a.json"),
                (_result("add", 2048, rows=5), "b.json")]

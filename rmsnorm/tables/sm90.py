@@ -5,7 +5,7 @@ sweeps on an H200, docs/results/h200-sweep-bf16.json and h200-sweep-bwd.json, wh
 rows repeated the 2-byte ones), or hold fewer chunks of the measured row above them (the
 widths that need fewer)."""
 
-SOURCES = ('docs/results/sweeps/h200-2026-12-01-bf16.json', 'docs/results/sweeps/h200-2026-12-01-fp32.json', 'docs/results/sweeps/h200-2026-12-01-bf16-chunks.json', 'docs/results/sweeps/h200-2026-12-01-fp32-chunks.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-add.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-bwd.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-bwd-chunks.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-loop.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-kept.json', 'docs/results/sweeps/h200-2026-12-01-fp16-small-bwd.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-kept-narrow.json', 'docs/results/sweeps/h200-2026-12-01-fp16-small-add.json', 'docs/results/sweeps/h200-2026-12-01-fp32-small.json')
+SOURCES = ('docs/results/sweeps/h200-2026-12-01-bf16.json', 'docs/results/sweeps/h200-2026-12-01-fp32.json', 'docs/results/sweeps/h200-2026-12-01-bf16-chunks.json', 'docs/results/sweeps/h200-2026-12-01-fp32-chunks.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-add.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-bwd.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-bwd-chunks.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-loop.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-kept.json', 'docs/results/sweeps/h200-2026-12-01-fp16-small-bwd.json', 'docs/results/sweeps/h200-2026-12-01-bf16-small-kept-narrow.json', 'docs/results/sweeps/h200-2026-12-01-fp16-small-add.json', 'docs/results/sweeps/h200-2026-12-01-fp32-small.json', 'docs/results/sweeps/h200-2026-12-01-bwd-small-10240-32768.json', 'docs/results/sweeps/h200-2026-12-01-bwd-small-65536-131072.json')
 
 # configs.Rule: op, family (an element size, or a dtype with rows of its own), max_n, path,
 # block_n, rows, num_warps, num_stages, programs_per_sm, w_resident, dw_resident, chunks,
@@ -290,14 +290,16 @@ RULES = (
      '21845x3072 bfloat16 91.6%, 105.2% at 2730x3072 (h200-2026-12-01-bf16-small-bwd.json); 16384x4096 bfloat16 90.1%, 76.9% at 2048x4096 (h200-2026-12-01-bf16-small-bwd.json)'),
     ('bwd', 2, 8192, 'tile', 8192, 1, 8, 3, 1, True, True, 1, False,
      '10922x6144 bfloat16 83.8%, 97.6% at 1365x6144 (h200-2026-12-01-bf16-small-bwd-chunks.json); 8192x8192 bfloat16 90.6%, 73.2% at 1024x8192 (h200-2026-12-01-bf16-small-bwd.json)'),
+    ('bwd', 2, 10240, 'tile', 2048, 1, 8, 3, 1, True, True, 5, False,
+     '6553x10240 bfloat16 91.1%, 96.0% at 819x10240 (h200-2026-12-01-bwd-small-10240-32768.json)'),
     ('bwd', 2, 12288, 'tile', 4096, 1, 32, 1, 1, False, True, 3, False,
-     '6553x10240 bfloat16 78.8%, 81.5% at 819x10240 (h200-2026-12-01-bf16-small-bwd-chunks.json); 5461x12288 bfloat16 79.1%, 57.0% at 682x12288 (h200-2026-12-01-bf16-small-bwd-chunks.json)'),
+     '5461x12288 bfloat16 79.2%, 57.1% at 682x12288 (h200-2026-12-01-bwd-small-10240-32768.json)'),
     ('bwd', 2, 16384, 'tile', 16384, 1, 32, 1, 1, False, True, 1, False,
-     '4096x16384 bfloat16 81.7%, 57.9% at 512x16384 (h200-2026-12-01-bf16-small-bwd-chunks.json)'),
+     '4096x16384 bfloat16 81.1%, 58.2% at 512x16384 (h200-2026-12-01-bwd-small-10240-32768.json)'),
     ('bwd', 2, 32768, 'loop', 4096, 4, 16, 1, 1, False, False, 1, False,
-     '2048x32768 bfloat16 46.6%, 34.1% at 256x32768 (h200-2026-12-01-bf16-small-bwd.json)'),
+     '2048x32768 bfloat16 46.3%, 34.2% at 256x32768 (h200-2026-12-01-bwd-small-10240-32768.json)'),
     ('bwd', 2, 131072, 'loop', 8192, 2, 32, 1, 1, False, False, 1, False,
-     '1024x65536 bfloat16 39.1%, 28.4% at 128x65536 (h200-2026-12-01-bf16-small-bwd.json); 512x131072 bfloat16 35.2%, 17.4% at 64x131072 (h200-2026-12-01-bf16-small-bwd.json)'),
+     '1024x65536 bfloat16 39.1%, 28.4% at 128x65536 (h200-2026-12-01-bwd-small-65536-131072.json); 512x131072 bfloat16 35.4%, 17.4% at 64x131072 (h200-2026-12-01-bwd-small-65536-131072.json)'),
     ('bwd', 2, None, 'loop', 16384, 1, 32, 1, 1, False, False, 1, False,
      '256x262144 bfloat16 25.8%, 12.1% at 32x262144 (h200-2026-12-01-bf16-small-bwd.json)'),
     ('bwd', 'fp16', 16, 'tile', 16, 64, 2, 1, 8, True, True, 1, False,
