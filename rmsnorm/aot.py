@@ -34,7 +34,8 @@ import pathlib
 import sys
 import time
 
-# Op, dtype and flag codes of a kernel's key; cpp/src/kernel_key.hpp packs keys the same way.
+# Op, dtype and flag codes of a kernel's key, and its fields with their widths in bits, low
+# bits first: the C++ runtime packs keys from the same (rmsnorm.aot_abi generates its header).
 OPS = ("fwd", "add", "bwd", "reduce")
 DTYPES = ("f32", "f16", "bf16")
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -52,6 +53,14 @@ def table_rows(op, dtype, arch):
 
 TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 ALIGN_NONE, ALIGN_PTR, ALIGN_VEC = 0, 1, 2
+KEY_FIELDS = (("op", 2), ("dtype", 2), ("has_w", 1), ("llama", 1), ("has_dresidual", 1),
+              ("has_dw", 1), ("align", 2), ("variant", 22))
+
+
+def casting_modes(dtype, has_w):
+    """The llama flags compiled for dtype: without a weight, or in f32 (rounding to f32
+    changes nothing), both modes compute the same and one kernel (llama) serves both."""
+    return (True, False) if has_w and dtype != "f32" else (True,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,9 +77,16 @@ class Spec:
     align: int = ALIGN_VEC
 
     def key(self) -> int:
-        return (OPS.index(self.op) | DTYPES.index(self.dtype) << 2 | self.has_w << 4
-                | self.llama << 5 | self.has_dresidual << 6 | self.has_dw << 7 | self.align << 8
-                | self.variant << 10)
+        values = dict(op=OPS.index(self.op), dtype=DTYPES.index(self.dtype), has_w=self.has_w,
+                      llama=self.llama, has_dresidual=self.has_dresidual, has_dw=self.has_dw,
+                      align=self.align, variant=self.variant)
+        key, shift = 0, 0
+        for field, bits in KEY_FIELDS:
+            if not 0 <= values[field] < 1 << bits:
+                raise ValueError(f"{self}: {field} {values[field]} needs more than {bits} bits")
+            key |= int(values[field]) << shift
+            shift += bits
+        return key
 
 
 def specs(arch):
@@ -82,9 +98,7 @@ def specs(arch):
         for op in configs.OPS:
             variants = range(len(table_rows(op, dtype, arch)))
             for has_w in (False, True):
-                # Without a weight, or in f32, both modes compute the same: one kernel.
-                modes = (True, False) if has_w and dtype != "f32" else (True,)
-                for llama in modes:
+                for llama in casting_modes(dtype, has_w):
                     for has_dresidual in ((False, True) if op == "bwd" else (False,)):
                         for has_dw in ((False, True) if op == "bwd" and has_w else (False,)):
                             for variant in variants:

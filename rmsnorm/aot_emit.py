@@ -38,13 +38,16 @@ def _blob(paths, terminator=b""):
 def emit(out, per_arch, cache_path, ptx_arch):
     """per_arch: arch -> its specs in key order; cache_path(spec, arch) -> the compiled
     entry's .json (the .cubin and .ptx beside it)."""
-    from rmsnorm import aot
+    from rmsnorm import aot, aot_abi
 
     out = pathlib.Path(out)
+    aot_abi.check_header()
     images = []  # (label, arch, is_ptx, blob, metas, spans, grid facts)
     for arch, specs in per_arch.items():
         entries = [cache_path(s, arch) for s in specs]
         metas = [json.loads(e.read_text()) for e in entries]
+        aot_abi.check_parameters(arch, specs, metas,
+                                 [e.with_suffix(".ptx").read_text() for e in entries])
         grids = [aot.grid_facts(s, arch) for s in specs]
         blob, spans = _blob([e.with_suffix(".cubin") for e in entries])
         images.append((f"sm{arch}", arch, False, blob, specs, metas, spans, grids))
@@ -108,7 +111,7 @@ def _width_rules(arch):
             group = aot.table_rows(op, dtype, arch)
             if len(group) > MAX_WIDTH_RULES:
                 raise ValueError(f"{op} {dtype} on sm_{arch} has {len(group)} table rows; "
-                                 f"kernel_table.hpp holds at most {MAX_WIDTH_RULES}")
+                                 f"librmsnorm's WidthRules hold at most {MAX_WIDTH_RULES}")
             counts[-1].append(str(len(group)))
             bounds[-1].append("{" + ", ".join("INT64_MAX" if r.max_n is None else str(r.max_n)
                                               for r in group) + "}")
@@ -117,5 +120,6 @@ def _width_rules(arch):
     return [f"static const WidthRules kWidthRules_sm{arch} = {{{{{count}}}, {{{bound}}}}};", ""]
 
 
-# kernel_table.hpp's kMaxWidthRules: the key has room for 2^22 variants, the table for this.
+# The most rows of one op and dtype (the generated ABI's kMaxWidthRules): the key has room for
+# 2^22 variants, WidthRules for this many.
 MAX_WIDTH_RULES = 48

@@ -83,7 +83,8 @@ endforeach()
 file(GLOB _rmsnorm_aot_inputs ${_rmsnorm_repo}/rmsnorm/kernels/*.py
      ${_rmsnorm_repo}/rmsnorm/tables/*.py)
 list(APPEND _rmsnorm_aot_inputs ${_rmsnorm_repo}/rmsnorm/configs.py
-     ${_rmsnorm_repo}/rmsnorm/aot.py ${_rmsnorm_repo}/rmsnorm/aot_emit.py)
+     ${_rmsnorm_repo}/rmsnorm/aot.py ${_rmsnorm_repo}/rmsnorm/aot_emit.py
+     ${_rmsnorm_repo}/rmsnorm/aot_abi.py ${_rmsnorm_repo}/cpp/src/generated/kernel_abi.hpp)
 string(REPLACE ";" " " _rmsnorm_archs "${RMSNORM_CUDA_ARCHS}")
 separate_arguments(_rmsnorm_archs)
 # kernels.cpp and the blobs are rewritten only when their content changes (restat): the

@@ -1,0 +1,141 @@
+"""The C++ runtime's view of the AOT kernels is generated (rmsnorm.aot_abi): the committed
+header is what the generator writes, and its key layout, op and dtype codes, parameter slots
+and alignment classes are the Python side's, as the AOT build compiles the kernels."""
+
+import inspect
+import re
+
+import pytest
+import triton.language as tl
+
+from rmsnorm import aot, aot_abi, aot_emit, configs
+from rmsnorm.kernels import backward, forward
+
+HEADER = aot_abi.HEADER.read_text()
+
+
+def _constants():
+    return {name: int(value) for name, value in re.findall(r"\b(k\w+) = (\d+)\b", HEADER)}
+
+
+def _slots(family):
+    body = re.search(rf"enum class {family}Arg : int \{{(.*?)\}};", HEADER, re.S).group(1)
+    return [name for name, _ in re.findall(r"(k\w+) = (\d+),", body)]
+
+
+def _arg_infos(family):
+    body = re.search(rf"ArgInfo k{family}Args\[k{family}ArgCount\] = \{{(.*?)\n\}};", HEADER,
+                     re.S).group(1)
+    return re.findall(r"\{ArgKind::k(\w+), (k\w+), \"(\w+)\"\}", body)
+
+
+def test_the_committed_header_is_what_the_generator_writes():
+    assert HEADER == aot_abi.header(), "run python -m rmsnorm.aot_abi and commit the header"
+    assert aot_abi.main(["--check"]) == 0
+
+
+def test_keys_pack_as_the_headers_shifts_say_and_name_one_kernel_each():
+    c = _constants()
+    shifts = {field: c[aot_abi._cpp_name(field) + "Shift"] for field, _ in aot.KEY_FIELDS}
+    specs = aot.specs(90)
+    for spec in specs:
+        fields = dict(op=aot.OPS.index(spec.op), dtype=aot.DTYPES.index(spec.dtype),
+                      has_w=spec.has_w, llama=spec.llama, has_dresidual=spec.has_dresidual,
+                      has_dw=spec.has_dw, align=spec.align, variant=spec.variant)
+        assert spec.key() == sum(int(v) << shifts[f] for f, v in fields.items()), spec
+    assert len({s.key() for s in specs}) == len(specs)
+
+
+def test_a_field_too_wide_for_its_bits_is_refused():
+    with pytest.raises(ValueError, match="variant"):
+        aot.Spec("fwd", "bf16", variant=1 << 22).key()
+
+
+def test_op_and_dtype_codes_are_the_python_orders():
+    c = _constants()
+    assert [c[aot_abi.CPP_OPS[op]] for op in aot.OPS] == list(range(len(aot.OPS)))
+    assert [c[aot_abi.CPP_DTYPES[d]] for d in aot.DTYPES] == list(range(len(aot.DTYPES)))
+    # The launch table's ops take the first codes: WidthRules is indexed by them.
+    assert aot.OPS[:len(configs.OPS)] == configs.OPS
+    assert c["kTableOpCount"] == len(configs.OPS)
+    assert c["kMaxWidthRules"] == aot_emit.MAX_WIDTH_RULES
+
+
+@pytest.mark.parametrize("family, kernels", [
+    ("Forward", (forward.fwd_tile_kernel, forward.fwd_loop_kernel)),
+    ("Backward", (backward.bwd_tile_kernel, backward.bwd_loop_kernel)),
+    ("Reduce", (backward.dw_reduce_kernel,)),
+])
+def test_slots_are_the_kernels_arguments_without_constexprs_then_tritons_hidden_ones(
+        family, kernels):
+    for kernel in kernels:
+        # From the Python function itself (under the interpreter a kernel is not a JITFunction).
+        params = inspect.signature(kernel.fn).parameters.values()
+        args = [p.name for p in params if p.annotation is not tl.constexpr] + list(aot_abi.HIDDEN)
+        assert _slots(family) == [aot_abi._cpp_name(a) for a in args]
+        assert [name for _, _, name in _arg_infos(family)] == args
+
+
+def test_each_alignment_class_assumes_what_the_aot_build_specialises_on():
+    # The runtime picks a kernel by the class its arguments allow; the class must name the
+    # very arguments that kernel was compiled to take as divisible by 16.
+    classes = {"kAlignNone": aot.ALIGN_NONE, "kAlignPointers": aot.ALIGN_PTR,
+               "kAlignVec": aot.ALIGN_VEC}
+    families = {op: name for name, ops in aot_abi.FAMILIES.items() for op in ops}
+    seen = set()
+    for spec in aot.specs(90):
+        kernel, source, _ = aot._compile_inputs(spec, 90)
+        divisible = {kernel.arg_names[i] for (i,), _ in source["attrs"].items()}
+        infos = _arg_infos(families[spec.op])
+        want = {name for _, cls, name in infos
+                if cls != "kAlignNone" and classes[cls] <= spec.align}
+        assert divisible == want, spec
+        seen.add((spec.op, spec.align))
+    assert len(seen) == 4 * 3
+
+
+def test_each_argument_has_the_kind_the_aot_signature_gives_it():
+    families = {op: name for name, ops in aot_abi.FAMILIES.items() for op in ops}
+    kinds = {"Pointer": "*", "Int32": "i32", "Float32": "fp32"}
+    for spec in aot.specs(90)[::97]:
+        _, source, _ = aot._compile_inputs(spec, 90)
+        for kind, _, name in _arg_infos(families[spec.op]):
+            if name in aot_abi.HIDDEN:
+                continue
+            assert source["signature"][name].startswith(kinds[kind]), (spec, name)
+
+
+def test_both_casting_modes_are_compiled_exactly_where_the_header_says():
+    flags = re.search(r"kBothCastingModes\[kDtypeCount\] = \{(.*?)\};", HEADER).group(1)
+    both = dict(zip(aot.DTYPES, (f.strip() == "true" for f in flags.split(","))))
+    for dtype in aot.DTYPES:
+        specs = [s for s in aot.specs(90) if s.dtype == dtype and s.op != "reduce"]
+        modes = {s.llama for s in specs if s.has_w}
+        assert (modes == {True, False}) == both[dtype]
+        assert {s.llama for s in specs if not s.has_w} == {True}
+
+
+PTX = """
+.visible .entry k(
+    .param .u64 .ptr .global .align 1 k_param_0,
+    .param .u32 k_param_1,
+    .param .f32 k_param_2,
+    .param .u64 .ptr .global .align 1 k_param_3
+)
+"""
+
+
+def test_the_ptx_parameter_list_is_read_kind_by_kind():
+    assert aot_abi.ptx_parameter_kinds(PTX, "k") == ["pointer", "int32", "float32", "pointer"]
+
+
+def test_a_kernel_whose_ptx_takes_other_parameters_fails_the_build():
+    spec = next(s for s in aot.specs(90) if s.op == "reduce")
+    meta = {"name": "k"}
+    with pytest.raises(RuntimeError, match="other parameters"):
+        aot_abi.check_parameters(90, [spec], [meta], [PTX])
+    kinds = [k for _, k, _ in aot_abi.family_parameters("Reduce", 90)]
+    decl = {"pointer": ".u64 .ptr .global .align 1", "int32": ".u32", "float32": ".f32"}
+    ptx = ".visible .entry k(\n" + ",\n".join(
+        f"\t.param {decl[k]} k_param_{i}" for i, k in enumerate(kinds)) + "\n)\n"
+    aot_abi.check_parameters(90, [spec], [meta], [ptx])  # the family's own list passes
