@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "driver.hpp"
 #include "errors.hpp"
+#include "kernel_params.hpp"
 #include "kernels.hpp"
 #include "rmsnorm/rmsnorm.h"
 #include "validate.hpp"
@@ -21,13 +23,13 @@ rmsnorm_status unsupported(const std::string& message) {
 }
 
 // The kernel of op for rows of n elements: the launch table's row for n, as
-// rmsnorm.configs.rule_index picks it; without a weight or in f32 both casting modes compute
-// the same, and the llama kernel serves both.
+// rmsnorm.configs.rule_index picks it; where the two casting modes compute the same, the
+// llama kernel serves both (the build compiles no other).
 KernelKey key_of(const ImageSet& set, Op op, rmsnorm_dtype dtype, const void* weight,
                  rmsnorm_casting_mode mode, int64_t n) {
     KernelKey key{op, static_cast<uint32_t>(dtype)};
     key.has_w = weight != nullptr;
-    key.llama = !key.has_w || dtype == RMSNORM_F32 || mode == RMSNORM_LLAMA;
+    key.llama = !key.has_w || !abi::kBothCastingModes[key.dtype] || mode == RMSNORM_LLAMA;
     key.variant = set.rules->row_for(op, key.dtype, n);
     return key;
 }
@@ -36,20 +38,6 @@ uint32_t log2_of(uint32_t pow2) {
     uint32_t k = 0;
     while ((1u << (k + 1)) <= pow2) ++k;
     return k;
-}
-
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// The most the arguments let a kernel assume (what Triton's JIT specialises on too):
-// 16-byte aligned pointers, then also n and the row strides multiples of 16 elements.
-KernelKey::Align alignment(int64_t n, std::initializer_list<const void*> pointers,
-                           std::initializer_list<int64_t> strides) {
-    for (const void* p : pointers)
-        if (!aligned(p)) return KernelKey::kNone;
-    if (n % 16 != 0) return KernelKey::kPointers;
-    for (int64_t s : strides)
-        if (s % 16 != 0) return KernelKey::kPointers;
-    return KernelKey::kVec;
 }
 
 rmsnorm_status check_flags(unsigned flags) {
@@ -133,8 +121,16 @@ int64_t grid_of(const KernelImage& image, int64_t rows, int sm_count) {
     return std::max<int64_t>(1, std::min(work, cap));
 }
 
-rmsnorm_status launch(const Context& c, const Kernel& k, int64_t grid, void** params,
-                      CUstream stream, unsigned flags) {
+template <typename Params>
+rmsnorm_status launch(const Context& c, const Kernel& k, int64_t grid, Params& p, CUstream stream,
+                      unsigned flags) {
+    void** params = p.slots();
+    if (params == nullptr) {
+        return fail(RMSNORM_ERROR_NOT_IMPLEMENTED,
+                    std::string("rmsnorm: internal error: kernel parameter ") + p.missing() +
+                        " left unset or set as another kind (src/gpu.cpp against "
+                        "generated/kernel_abi.hpp)");
+    }
     if (grid > INT32_MAX) return invalid("too many programs");
     const auto f = reinterpret_cast<CUfunction>(k.handle);
     const auto blocks = static_cast<unsigned>(grid), threads = 32u * k.image->num_warps,
@@ -202,45 +198,86 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     // Python launcher passes them.
     const void* x = a.x.data;
     const void* res = fused ? a.residual.data : x;
-    const void* w = a.weight != nullptr ? a.weight : x;
     const void* y = a.y.data;
     const void* res_out = fused ? a.residual_out.data : y;
-    const void* rstd = a.rstd != nullptr ? static_cast<const void*>(a.rstd) : x;
-    const int64_t sx64 = row_stride(a.x.stride, a), sy64 = row_stride(a.y.stride, a),
+    const int64_t sx = row_stride(a.x.stride, a), sy = row_stride(a.y.stride, a),
                   sr = fused ? row_stride(a.residual.stride, a) : 0,
                   sro = fused ? row_stride(a.residual_out.stride, a) : 0;
+    const size_t eb = element_bytes(a.x.dtype);
+    using A = abi::ForwardArg;
+    ForwardParams p;
+    // One row stride per tensor here: the inner strides of two-level row addressing are 0.
+    for (const auto& [outer, inner, stride] :
+         {std::tuple{A::kSxO, A::kSxI, sx}, std::tuple{A::kSrO, A::kSrI, sr},
+          std::tuple{A::kSyO, A::kSyI, sy},
+          std::tuple{A::kSresidualOutO, A::kSresidualOutI, sro}}) {
+        p.int32(outer, static_cast<int32_t>(stride));
+        p.int32(inner, 0);
+    }
+    p.int32(A::kN, static_cast<int32_t>(a.n));
+    p.float32(A::kEps, a.eps);
+    p.float32(A::kOffset, a.offset);
+    p.pointer(A::kW, ptr(a.weight != nullptr ? a.weight : x));
+    // The rows of a launch, seen as rows 0..count-1 of tensors starting at row `first`.
+    const auto place = [&](int64_t first, int64_t count) {
+        const auto at = [first, eb](const void* q, int64_t stride) {
+            return ptr(q) + static_cast<CUdeviceptr>(first * stride) * eb;
+        };
+        p.pointer(A::kX, at(x, sx));
+        p.pointer(A::kR, at(res, sr));
+        p.pointer(A::kY, at(y, sy));
+        p.pointer(A::kResidualOut, at(res_out, sro));
+        p.pointer(A::kRstd, a.rstd != nullptr ? ptr(a.rstd + first) : ptr(x));
+        const auto m = static_cast<int32_t>(count);
+        p.int32(A::kM, m);
+        p.int32(A::kH, m);
+        p.int32(A::kRstdRows, a.rstd != nullptr ? m : 0);
+    };
+    place(0, std::min(kRowsPerLaunch, a.rows));
 
     KernelKey key =
         key_of(*c.device->set, fused ? Op::kAdd : Op::kForward, act, a.weight, a.casting_mode, a.n);
-    key.align = alignment(a.n, {x, res, w, y, res_out, rstd}, {sx64, sr, sy64, sro});
+    // Every launch's pointers are as aligned as the first's (kRowsPerLaunch).
+    key.align = p.alignment();
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
-
-    // The kernels' int parameters (rmsnorm/aot.py); the inner strides of two-level row
-    // addressing are 0 (one row stride per tensor here).
-    int32_t n = static_cast<int32_t>(a.n), sx = static_cast<int32_t>(sx64),
-            sy = static_cast<int32_t>(sy64), sr32 = static_cast<int32_t>(sr),
-            sro32 = static_cast<int32_t>(sro), zero = 0;
-    float eps = a.eps, offset = a.offset;
-    const size_t eb = element_bytes(act);
     for (int64_t first = 0; first < a.rows; first += kRowsPerLaunch) {
-        // Each launch sees its rows as rows 0..count-1 of tensors starting at row `first`.
-        const auto at = [first](const void* p, int64_t stride, size_t bytes) {
-            return ptr(p) + static_cast<CUdeviceptr>(first * stride) * bytes;
-        };
-        CUdeviceptr px = at(x, sx, eb), pr = at(res, sr, eb), pw = ptr(w), py = at(y, sy, eb),
-                    pro = at(res_out, sro, eb),
-                    prs = a.rstd != nullptr ? at(rstd, 1, sizeof(float)) : ptr(rstd), scratch = 0;
         const int64_t count = std::min(kRowsPerLaunch, a.rows - first);
-        int32_t m = static_cast<int32_t>(count), h = m, rstd_rows = a.rstd != nullptr ? m : 0;
-        void* params[] = {&px,    &pr,        &pw,  &py,     &pro,     &prs,    &m,  &n,
-                          &h,     &rstd_rows, &sx,  &zero,   &sr32,    &zero,   &sy, &zero,
-                          &sro32, &zero,      &eps, &offset, &scratch, &scratch};
-        if ((s = launch(c, k, grid_of(*k.image, count, c.device->sm_count), params, stream,
+        place(first, count);
+        if ((s = launch(c, k, grid_of(*k.image, count, c.device->sm_count), p, stream,
                         a.launch_flags)) != RMSNORM_SUCCESS)
             return s;
     }
     return succeed();
+}
+
+// The backward kernel's arguments: unused ones get pointers it never writes through, as the
+// Python launcher passes them; partials is the dw workspace (rstd without dw).
+void backward_params(const rmsnorm_backward_args& a, bool fused, const void* partials,
+                     BackwardParams& p) {
+    using A = abi::BackwardArg;
+    p.pointer(A::kDy, ptr(a.dy.data));
+    p.pointer(A::kX, ptr(a.x.data));
+    p.pointer(A::kW, ptr(a.weight != nullptr ? a.weight : a.x.data));
+    p.pointer(A::kRstd, ptr(a.rstd));
+    p.pointer(A::kDx, ptr(a.dx.data));
+    p.pointer(A::kDresidual, ptr(fused ? a.dresidual.data : a.dx.data));
+    p.pointer(A::kDwp, ptr(partials));
+    // 32-bit, as the forward's (checked by backward_plan); one row stride per tensor.
+    const auto m = static_cast<int32_t>(a.rows);
+    p.int32(A::kM, m);
+    p.int32(A::kH, m);
+    p.int32(A::kN, static_cast<int32_t>(a.n));
+    for (const auto& [outer, inner, stride] :
+         {std::tuple{A::kSdyO, A::kSdyI, row_stride(a.dy.stride, a)},
+          std::tuple{A::kSxO, A::kSxI, row_stride(a.x.stride, a)},
+          std::tuple{A::kSdxO, A::kSdxI, row_stride(a.dx.stride, a)},
+          std::tuple{A::kSdresidualO, A::kSdresidualI,
+                     fused ? row_stride(a.dresidual.stride, a) : int64_t{0}}}) {
+        p.int32(outer, static_cast<int32_t>(stride));
+        p.int32(inner, 0);
+    }
+    p.float32(A::kOffset, a.offset);
 }
 
 // The backward's kernel for validated args on the current device (shared by the workspace
@@ -273,13 +310,9 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
     key = key_of(*c.device->set, Op::kBackward, act, a.weight, a.casting_mode, a.n);
     key.has_dresidual = fused;
     key.has_dw = a.dw != nullptr;
-    const void* dresidual = fused ? a.dresidual.data : a.dx.data;
-    const void* w = a.weight != nullptr ? a.weight : a.x.data;
-    const void* partials = key.has_dw ? workspace : a.rstd;
-    key.align =
-        alignment(a.n, {a.dy.data, a.x.data, w, a.rstd, a.dx.data, dresidual, partials},
-                  {row_stride(a.dy.stride, a), row_stride(a.x.stride, a),
-                   row_stride(a.dx.stride, a), fused ? row_stride(a.dresidual.stride, a) : 0});
+    BackwardParams p;
+    backward_params(a, fused, key.has_dw ? workspace : a.rstd, p);
+    key.align = p.alignment();
     *image = find_image(*c.device, key);
     return *image != nullptr ? succeed() : RMSNORM_ERROR_UNSUPPORTED;
 }
@@ -319,21 +352,9 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
     const int64_t grid = grid_of(*k.image, a.rows, c.device->sm_count);
 
-    CUdeviceptr pdy = ptr(a.dy.data), px = ptr(a.x.data),
-                pw = ptr(a.weight != nullptr ? a.weight : a.x.data), prs = ptr(a.rstd),
-                pdx = ptr(a.dx.data), pdr = ptr(fused ? a.dresidual.data : a.dx.data),
-                pdwp = key.has_dw ? ptr(workspace) : prs, scratch = 0;
-    // 32-bit, as the forward's (checked by backward_plan).
-    int32_t m = static_cast<int32_t>(a.rows), h = m, zero = 0,
-            sdy = static_cast<int32_t>(row_stride(a.dy.stride, a)),
-            sx = static_cast<int32_t>(row_stride(a.x.stride, a)),
-            sdx = static_cast<int32_t>(row_stride(a.dx.stride, a)),
-            sdr = fused ? static_cast<int32_t>(row_stride(a.dresidual.stride, a)) : 0,
-            n = static_cast<int32_t>(a.n);
-    float offset = a.offset;
-    void* params[] = {&pdy,  &px, &pw,   &prs, &pdx,  &pdr, &pdwp, &m,      &n,       &h,      &sdy,
-                      &zero, &sx, &zero, &sdx, &zero, &sdr, &zero, &offset, &scratch, &scratch};
-    if ((s = launch(c, k, grid, params, stream, a.launch_flags)) != RMSNORM_SUCCESS || !key.has_dw)
+    BackwardParams p;
+    backward_params(a, fused, key.has_dw ? workspace : a.rstd, p);
+    if ((s = launch(c, k, grid, p, stream, a.launch_flags)) != RMSNORM_SUCCESS || !key.has_dw)
         return s;
 
     // dw: the fixed-order sum of the grid's partial rows.
@@ -342,13 +363,16 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
     while ((int64_t{1} << log2n) < a.n) ++log2n;
     const uint32_t block_c = static_cast<uint32_t>(kReduceBlock[log2n]);
     rkey.variant = log2_of(block_c);
-    rkey.align = alignment(a.n, {workspace, a.dw}, {});
+    using R = abi::ReduceArg;
+    ReduceParams rp;
+    rp.pointer(R::kDwp, ptr(workspace));
+    rp.pointer(R::kDw, ptr(a.dw));
+    rp.int32(R::kP, static_cast<int32_t>(grid));
+    rp.int32(R::kN, static_cast<int32_t>(a.n));
+    rkey.align = rp.alignment();
     Kernel rk{};
     if ((s = find_kernel(*c.driver, *c.device, rkey, &rk)) != RMSNORM_SUCCESS) return s;
-    CUdeviceptr pdw = ptr(a.dw);
-    int32_t partial_rows = static_cast<int32_t>(grid);
-    void* rparams[] = {&pdwp, &pdw, &partial_rows, &n, &scratch, &scratch};
-    return launch(c, rk, (a.n + block_c - 1) / block_c, rparams, stream, a.launch_flags);
+    return launch(c, rk, (a.n + block_c - 1) / block_c, rp, stream, a.launch_flags);
 }
 
 }  // namespace

@@ -42,10 +42,35 @@ TEST(WidthRules, OtherOpsAndDtypesKeepTheirOwnRows) {
     EXPECT_EQ(r.row_for(Op::kBackward, 1, 16), 0u);
 }
 
-TEST(KernelKey, TheRowIndexIsPackedAboveTheFlags) {
-    rmsnorm::detail::KernelKey a{Op::kBackward, 2}, b = a;
-    b.variant = 1;
-    EXPECT_EQ(b.packed() - a.packed(), 1u << 10);  // rmsnorm/aot.py's Spec.key
+TEST(KernelKey, EachFieldIsPackedAtItsGeneratedShift) {
+    namespace abi = rmsnorm::detail::abi;
+    const rmsnorm::detail::KernelKey base{Op::kForward, 0, false, false, false, false, 0, 0};
+    EXPECT_EQ(base.packed(), 0u);
+    // tests/test_aot_abi.py checks the shifts against rmsnorm/aot.py's Spec.key.
+    auto key = base;
+    key.op = Op::kBackward;
+    EXPECT_EQ(key.packed(), 2u << abi::kOpShift);
+    key = base;
+    key.dtype = 2;
+    EXPECT_EQ(key.packed(), 2u << abi::kDtypeShift);
+    key = base;
+    key.has_w = true;
+    EXPECT_EQ(key.packed(), 1u << abi::kHasWShift);
+    key = base;
+    key.llama = true;
+    EXPECT_EQ(key.packed(), 1u << abi::kLlamaShift);
+    key = base;
+    key.has_dresidual = true;
+    EXPECT_EQ(key.packed(), 1u << abi::kHasDresidualShift);
+    key = base;
+    key.has_dw = true;
+    EXPECT_EQ(key.packed(), 1u << abi::kHasDwShift);
+    key = base;
+    key.align = abi::kAlignVec;
+    EXPECT_EQ(key.packed(), abi::kAlignVec << abi::kAlignShift);
+    key = base;
+    key.variant = 5;
+    EXPECT_EQ(key.packed(), 5u << abi::kVariantShift);
 }
 
 }  // namespace
