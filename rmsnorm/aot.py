@@ -213,8 +213,15 @@ def compile_one(spec, arch):
     if md.shared > limit:
         raise RuntimeError(f"{spec} on sm_{arch} takes {md.shared} bytes of shared memory, "
                            f"more than the arch's {limit}: lower its stages in rmsnorm.configs")
+    from rmsnorm.aot_abi import ptx_parameter_kinds
+
+    # The parameters the kernel takes, kind by kind, as its PTX declares them: the build
+    # checks them against the runtime's ABI (rmsnorm.aot_abi) from the metadata alone, which
+    # a carried cache holds without the PTX.
+    ptx = compiled.asm["ptx"]
     return dict(name=md.name, num_warps=md.num_warps, shared=md.shared,
-                cubin=compiled.asm["cubin"], ptx=compiled.asm["ptx"])
+                parameters=ptx_parameter_kinds(ptx, md.name), cubin=compiled.asm["cubin"],
+                ptx=ptx)
 
 
 def grid_facts(spec, arch):

@@ -46,8 +46,7 @@ def emit(out, per_arch, cache_path, ptx_arch):
     for arch, specs in per_arch.items():
         entries = [cache_path(s, arch) for s in specs]
         metas = [json.loads(e.read_text()) for e in entries]
-        aot_abi.check_parameters(arch, specs, metas,
-                                 [e.with_suffix(".ptx").read_text() for e in entries])
+        aot_abi.check_parameters(arch, specs, metas)
         grids = [aot.grid_facts(s, arch) for s in specs]
         blob, spans = _blob([e.with_suffix(".cubin") for e in entries])
         images.append((f"sm{arch}", arch, False, blob, specs, metas, spans, grids))
@@ -92,9 +91,7 @@ def emit(out, per_arch, cache_path, ptx_arch):
                      f"kKernels_{label}, sizeof(kKernels_{label}) / sizeof(KernelImage), "
                      f"&kWidthRules_sm{arch}}},")
     lines += ["};", f"const size_t kImageSetCount = {len(images)};", ""]
-    reduce = ", ".join(str(configs.reduce_launch(1 << k)[1]) for k in range(32))
-    lines += [f"const int kReduceBlock[32] = {{{reduce}}};"]
-    lines += ["", "}  // namespace rmsnorm::detail", ""]
+    lines += ["}  // namespace rmsnorm::detail", ""]
     _write_if_changed(out / "kernels.cpp", "\n".join(lines))
 
 

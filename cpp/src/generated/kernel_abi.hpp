@@ -31,6 +31,15 @@ constexpr unsigned kVariantShift = 10, kVariantBits = 22;
 constexpr int kTableOpCount = 3;
 constexpr int kMaxWidthRules = 48;
 
+// Columns per program of the dw reduction over rows of n partials, by ceil(log2(n))
+// (rmsnorm.configs.reduce_launch, which depends on n's next power of two alone).
+constexpr int kReduceBlock[32] = {
+    16,  16,  16,  16,  16,  16,  16,  16,   // 0-7
+    16,  16,  16,  16,  32,  64,  128, 256,  // 8-15
+    256, 256, 256, 256, 256, 256, 256, 256,  // 16-23
+    256, 256, 256, 256, 256, 256, 256, 256,  // 24-31
+};
+
 // Whether dtype (with a weight) has a kernel per casting mode; without a weight, or
 // where it has one, the llama kernel serves both (rmsnorm.aot.casting_modes).
 constexpr bool kBothCastingModes[kDtypeCount] = {false, true, true};
