@@ -12,6 +12,7 @@
 #include "errors.hpp"
 #include "kernel_params.hpp"
 #include "kernels.hpp"
+#include "launch_plan.hpp"
 #include "rmsnorm/rmsnorm.h"
 #include "validate.hpp"
 
@@ -115,10 +116,9 @@ rmsnorm_status open(Context& c) {
     return current_device(*c.driver, &c.device);
 }
 
-int64_t grid_of(const KernelImage& image, int64_t rows, int sm_count) {
-    const int64_t work = (rows + image.rows - 1) / image.rows;
-    const int64_t cap = static_cast<int64_t>(sm_count) * image.programs_per_sm;
-    return std::max<int64_t>(1, std::min(work, cap));
+// The grid of image's launch over `rows` rows (launch_plan.hpp).
+int64_t programs_for(const KernelImage& image, int64_t rows, int sm_count) {
+    return grid_of(rows, image.rows, image.programs_per_sm, sm_count);
 }
 
 template <typename Params>
@@ -158,12 +158,10 @@ rmsnorm_status launch(const Context& c, const Kernel& k, int64_t grid, Params& p
 
 size_t element_bytes(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
 
-// The stride a kernel gets for rows of args: a single row's is never used, and it gets n, as
-// the Python launcher passes it (Triton specializes on a stride's divisibility by 16: both
-// paths must pick the same kernel).
+// The stride a kernel gets for rows of args (launch_plan.hpp).
 template <typename Args>
 int64_t row_stride(int64_t stride, const Args& args) {
-    return args.rows == 1 ? args.n : stride;
+    return kernel_row_stride(stride, args.rows, args.n);
 }
 
 rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool fused) {
@@ -244,7 +242,7 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     for (int64_t first = 0; first < a.rows; first += kRowsPerLaunch) {
         const int64_t count = std::min(kRowsPerLaunch, a.rows - first);
         place(first, count);
-        if ((s = launch(c, k, grid_of(*k.image, count, c.device->sm_count), p, stream,
+        if ((s = launch(c, k, programs_for(*k.image, count, c.device->sm_count), p, stream,
                         a.launch_flags)) != RMSNORM_SUCCESS)
             return s;
     }
@@ -320,8 +318,8 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
 size_t workspace_bytes_of(const rmsnorm_backward_args& a, const KernelImage& image,
                           const DeviceInfo& dev) {
     if (a.dw == nullptr || a.rows == 0) return 0;
-    return static_cast<size_t>(grid_of(image, a.rows, dev.sm_count)) * static_cast<size_t>(a.n) *
-           sizeof(float);
+    return static_cast<size_t>(programs_for(image, a.rows, dev.sm_count)) *
+           static_cast<size_t>(a.n) * sizeof(float);
 }
 
 rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size_t workspace_bytes,
@@ -350,7 +348,7 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
     if ((s = check_workspace(a, workspace, need)) != RMSNORM_SUCCESS) return s;
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
-    const int64_t grid = grid_of(*k.image, a.rows, c.device->sm_count);
+    const int64_t grid = programs_for(*k.image, a.rows, c.device->sm_count);
 
     BackwardParams p;
     backward_params(a, fused, key.has_dw ? workspace : a.rstd, p);
@@ -359,10 +357,7 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
 
     // dw: the fixed-order sum of the grid's partial rows.
     KernelKey rkey{Op::kReduce, static_cast<uint32_t>(a.weight_dtype)};
-    int log2n = 0;
-    while ((int64_t{1} << log2n) < a.n) ++log2n;
-    const uint32_t block_c = static_cast<uint32_t>(kReduceBlock[log2n]);
-    rkey.variant = log2_of(block_c);
+    rkey.variant = log2_of(static_cast<uint32_t>(reduce_block(a.n)));
     using R = abi::ReduceArg;
     ReduceParams rp;
     rp.pointer(R::kDwp, ptr(workspace));
@@ -372,7 +367,7 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
     rkey.align = rp.alignment();
     Kernel rk{};
     if ((s = find_kernel(*c.driver, *c.device, rkey, &rk)) != RMSNORM_SUCCESS) return s;
-    return launch(c, rk, (a.n + block_c - 1) / block_c, rp, stream, a.launch_flags);
+    return launch(c, rk, reduce_grid(a.n), rp, stream, a.launch_flags);
 }
 
 }  // namespace

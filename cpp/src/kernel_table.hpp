@@ -81,7 +81,4 @@ struct ImageSet {
 extern const ImageSet kImageSets[];
 extern const size_t kImageSetCount;
 
-// Columns per program of the dw reduction, by ceil(log2(n)).
-extern const int kReduceBlock[32];
-
 }  // namespace rmsnorm::detail
