@@ -59,8 +59,12 @@ for step in $steps; do
         tests) RMSNORM_REQUIRE_GPU=1 timeout "${TEST_TIMEOUT:-420}" bash scripts/test.sh -q \
                    -n "${TEST_JOBS:-8}" -rs -p no:cacheprovider --durations=8 \
                    >"$OUT/tests.log" 2>&1
+               rc=$?
                pkill -f "pytest" 2>/dev/null  # workers a timeout left behind
-               summary+=("tests ($((SECONDS - t0)) s): $(tail -n 1 "$OUT/tests.log")") ;;
+               # The exit status too: pytest's line is last even when the C++ step failed.
+               status=""
+               [ $rc -ne 0 ] && status=", exit $rc: see tests.log"
+               summary+=("tests ($((SECONDS - t0)) s$status): $(tail -n 1 "$OUT/tests.log")") ;;
         suite) baseline=${BASELINE:-docs/results/h200-baseline.json}
                timeout "${SUITE_TIMEOUT:-240}" python3 -m rmsnorm.bench --suite \
                    --json "$OUT/suite.json" --baseline "$baseline" >"$OUT/suite.md" 2>>"$log"
