@@ -3,17 +3,17 @@
 import sys as _sys
 
 from rmsnorm import reference
-from rmsnorm.modules import GemmaRMSNorm, RMSNorm
-from rmsnorm.functional import fused_add_rms_norm, rms_norm
-from rmsnorm.patch import patch_hf, patched, unpatch
-from rmsnorm import interpreter_compat as _interpreter_compat
+from rmsnorm.integrations.hf import patch_hf, patched, unpatch
+from rmsnorm.launch import interpreter_compat as _interpreter_compat
+from rmsnorm.pytorch.functional import fused_add_rms_norm, rms_norm
+from rmsnorm.pytorch.modules import GemmaRMSNorm, RMSNorm
 
 _interpreter_compat.apply()  # before any kernel runs: Triton 3.6's interpreter, numpy >= 2.4
 
 if "torch.distributed.tensor" in _sys.modules:
     # DTensor is loaded already, so registering the sharding rules costs little now (else
     # rmsnorm does it on the first DTensor it sees, sparing others the import).
-    from rmsnorm import distributed  # noqa: F401
+    from rmsnorm.integrations import dtensor  # noqa: F401
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "RMSNorm", "GemmaRMSNorm", "reference",
            "patch_hf", "unpatch", "patched"]

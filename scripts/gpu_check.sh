@@ -5,13 +5,13 @@
 #                        [demo] [cpp] [cbench] [sanitize]
 #   (default: tests suite).
 #   tests: the whole suite (scripts/test.sh, RMSNORM_REQUIRE_GPU=1, pytest on TEST_JOBS
-#   processes, default 8; about 310 s on the H200, C++ build and tests included). suite: rmsnorm.bench --suite against the committed baseline
+#   processes, default 8; about 310 s on the H200, C++ build and tests included). suite: rmsnorm_tools.bench --suite against the committed baseline
 #   (BASELINE), with its report (scripts/suite_report.py). cpp: librmsnorm's build, ctest,
 #   the example, the CPU suite under ASan/UBSan (scripts/test_cpp.sh) and the Python tests of
 #   the library (test_clib, test_backend). cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default:
 #   the forward, fused add and backward sweeps, bf16) and its --overhead. sanitize: the C++
 #   GPU tests under compute-sanitizer memcheck and racecheck.
-#   A carried AOT cache (build/aotcarry: python -m rmsnorm.aot_carry) is put in place first.
+#   A carried AOT cache (build/aotcarry: python -m rmsnorm.aot.carry) is put in place first.
 #   Arguments of the python tools: SWEEP_ARGS, BENCH_ARGS, BENCH_MORE_ARGS, BENCH_BWD_ARGS
 #   (default: backward and forward+backward, bf16, against torch eager and torch.compile);
 #   limits in seconds: TEST_TIMEOUT, SUITE_TIMEOUT, SWEEP_TIMEOUT, BENCH_TIMEOUT (each bench
@@ -27,7 +27,7 @@ OUT=${OUT:-/tmp/rmsnorm-out}
 mkdir -p "$OUT"
 steps=${*:-tests suite}
 if [ -d build/aotcarry ]; then
-    # A local build's kernels (rmsnorm.aot_carry), carried with the call: not compiled again.
+    # A local build's kernels (rmsnorm.aot.carry), carried with the call: not compiled again.
     mkdir -p build/cpp/aot && rm -rf build/cpp/aot/cache && cp -r build/aotcarry build/cpp/aot/cache
 fi
 log="$OUT/run.log"
@@ -66,7 +66,7 @@ for step in $steps; do
                [ $rc -ne 0 ] && status=", exit $rc: see tests.log"
                summary+=("tests ($((SECONDS - t0)) s$status): $(tail -n 1 "$OUT/tests.log")") ;;
         suite) baseline=${BASELINE:-docs/results/h200-baseline.json}
-               timeout "${SUITE_TIMEOUT:-240}" python3 -m rmsnorm.bench --suite \
+               timeout "${SUITE_TIMEOUT:-240}" python3 -m rmsnorm_tools.bench --suite \
                    --json "$OUT/suite.json" --baseline "$baseline" >"$OUT/suite.md" 2>>"$log"
                rc=$?
                python3 scripts/suite_report.py "$OUT/suite.json" \
@@ -82,7 +82,7 @@ for step in $steps; do
                    t0=$SECONDS
                    json="$OUT/sweep.json"
                    [ "$i" -gt 0 ] && json="$OUT/sweep-$((i + 1)).json"
-                   timeout "${SWEEP_TIMEOUT:-300}" python3 -m rmsnorm.sweep ${sweeps[$i]} \
+                   timeout "${SWEEP_TIMEOUT:-300}" python3 -m rmsnorm_tools.sweep ${sweeps[$i]} \
                        --json "$json" >"$step_out" 2>>"$log"
                    rc=$?; add_table "sweep ${sweeps[$i]:-(defaults)} -> $(basename "$json")"
                done ;;
@@ -92,10 +92,10 @@ for step in $steps; do
                    bench_more) args=${BENCH_MORE_ARGS:-} ;;
                    bench_bwd) args=${BENCH_BWD_ARGS:-$bench_bwd_args} ;;
                esac
-               timeout "${BENCH_TIMEOUT:-300}" python3 -m rmsnorm.bench $args \
+               timeout "${BENCH_TIMEOUT:-300}" python3 -m rmsnorm_tools.bench $args \
                    --json "$OUT/$step.json" >"$step_out" 2>>"$log"
                rc=$?; add_table "$step" ;;
-        overhead) python3 -m rmsnorm.bench --overhead >"$step_out" 2>>"$log"
+        overhead) python3 -m rmsnorm_tools.bench --overhead >"$step_out" 2>>"$log"
                   rc=$?; add_table overhead ;;
         cpp) { bash scripts/test_cpp.sh && python3 -m pytest -q -p no:cacheprovider \
                    tests/test_clib.py tests/test_backend.py; } >"$OUT/cpp.log" 2>&1

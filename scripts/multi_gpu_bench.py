@@ -174,7 +174,8 @@ def run(a):
 
     model, what = build(a, device, dtype)
     if tp > 1:
-        from rmsnorm.distributed import llama_tp_plan  # torch's styles only: fine for HF's norm
+        # torch's styles only: fine for HF's norm
+        from rmsnorm.integrations.dtensor import llama_tp_plan
 
         parallelize_module(model, mesh["tp"], llama_tp_plan(model))
     for layer in model.model.layers:

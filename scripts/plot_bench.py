@@ -24,7 +24,7 @@ from PIL import Image  # noqa: E402  (a matplotlib dependency)
 
 # Run as `python scripts/plot_bench.py`, Python puts scripts/ on the path, not the repository.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from rmsnorm import suite  # noqa: E402
+from rmsnorm_tools import suite  # noqa: E402
 
 # The suite's dtype names, as torch names them in the result rows.
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}

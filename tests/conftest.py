@@ -10,7 +10,7 @@ if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-from rmsnorm import ops  # noqa: E402
+from rmsnorm.launch import ops  # noqa: E402
 
 KERNEL_DEVICES = (["cpu"] if ops.INTERPRETED else []) + \
     (["cuda"] if torch.cuda.is_available() else [])

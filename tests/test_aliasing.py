@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import rmsnorm
-from rmsnorm import aliasing, ops, reference
+from rmsnorm import reference
+from rmsnorm.launch import aliasing, ops
 from helpers import (assert_close_float64, assert_matches_recipe, assert_same_bits, randn,
                      recipe_rms_norm, seed_of, weight_for)
 

@@ -18,8 +18,9 @@ ROW_COUNTS = {"fwd_tile_kernel": ["H", "M", "rstd_rows"],
 
 _PROBE = r"""
 import json, re
-from rmsnorm import aot, configs
+from rmsnorm.aot import build as aot
 from rmsnorm.kernels import backward, forward
+from rmsnorm.launch import configs
 
 facts = {"unspecialized": {}, "int_types": {}, "pdl": {}, "compiled": {}}
 for k in (forward.fwd_tile_kernel, forward.fwd_loop_kernel, backward.bwd_tile_kernel,
@@ -83,7 +84,7 @@ def test_compiled_code_waits_from_sm90_and_fuses_fmas_only_when_vectorised(facts
                                                                           vectorised):
     got = facts["compiled"][f"{arch}/{2 if vectorised else 0}"]
     assert got["wait"] == waits and got["launch"] == waits
-    # rmsnorm.configs.compile_options: unvectorised kernels round every product on its own,
+    # rmsnorm.launch.configs.compile_options: unvectorised kernels round every product on its own,
     # so that all lanes holding a row's sum agree; vectorised ones keep their FMAs.
     assert got["fma"] == vectorised
 
@@ -91,7 +92,7 @@ def test_compiled_code_waits_from_sm90_and_fuses_fmas_only_when_vectorised(facts
 def test_the_build_stamp_is_dated_to_when_the_build_began(tmp_path, monkeypatch):
     # A launch table edited while the kernels compile must leave the stamp older than it, so
     # that the build tool runs the step again.
-    from rmsnorm import aot
+    from rmsnorm.aot import build as aot
     table = tmp_path / "sm90.py"
 
     def build(*args):

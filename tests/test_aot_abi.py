@@ -1,4 +1,4 @@
-"""The C++ runtime's view of the AOT kernels is generated (rmsnorm.aot_abi): the committed
+"""The C++ runtime's view of the AOT kernels is generated (rmsnorm.aot.abi): the committed
 header is what the generator writes, and its key layout, op and dtype codes, parameter slots
 and alignment classes are the Python side's, as the AOT build compiles the kernels."""
 
@@ -8,8 +8,9 @@ import re
 import pytest
 import triton.language as tl
 
-from rmsnorm import aot, aot_abi, aot_emit, configs
+from rmsnorm.aot import abi as aot_abi, build as aot, emit as aot_emit
 from rmsnorm.kernels import backward, forward
+from rmsnorm.launch import configs
 
 HEADER = aot_abi.HEADER.read_text()
 
@@ -30,7 +31,7 @@ def _arg_infos(family):
 
 
 def test_the_committed_header_is_what_the_generator_writes():
-    assert HEADER == aot_abi.header(), "run python -m rmsnorm.aot_abi and commit the header"
+    assert HEADER == aot_abi.header(), "run python -m rmsnorm.aot.abi and commit the header"
     assert aot_abi.main(["--check"]) == 0
 
 

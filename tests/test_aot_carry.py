@@ -1,9 +1,9 @@
-"""rmsnorm.aot_carry copies exactly the cache entries of the current specs, cubin and metadata,
+"""rmsnorm.aot.carry copies exactly the cache entries of the current specs, cubin and metadata,
 and refuses, naming the build command, when a build has not made them all."""
 
 import pytest
 
-from rmsnorm import aot, aot_carry
+from rmsnorm.aot import build as aot, carry as aot_carry
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ import torch
 
 import rmsnorm
 from helpers import assert_same_bits
-from rmsnorm import backend, clib, ops
+from rmsnorm.launch import ops
+from rmsnorm.pytorch import backend, clib
+
 
 def test_the_python_launcher_is_the_default():
     assert backend.active() == "triton"

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import rmsnorm
-from rmsnorm import configs, ops, reference
+from rmsnorm import reference
+from rmsnorm.launch import configs, ops
 from helpers import randn, seed_of, weight_for
 
 F64 = torch.float64

@@ -8,7 +8,7 @@ import contextlib
 import pytest
 import torch
 
-from rmsnorm import configs, ops
+from rmsnorm.launch import configs, ops
 from helpers import assert_same_bits, randn, seed_of, weight_for
 
 ON_GPU = torch.cuda.is_available()

@@ -9,7 +9,8 @@ import re
 import pytest
 import torch
 
-from rmsnorm import bench, configs, sweep, table_gen
+from rmsnorm.launch import configs
+from rmsnorm_tools import bench, sweep, table_gen
 
 
 @pytest.fixture
@@ -114,7 +115,7 @@ def test_mismatches_counts_wrong_and_nan_elements():
 
 
 def test_the_suite_covers_every_width_at_both_sizes_and_decode():
-    from rmsnorm import suite
+    from rmsnorm_tools import suite
     cases = suite.cases()
     # The largest size is timed as single calls; the smaller one and decode, whose GPU time
     # is below the launcher's host time, from CUDA graphs (the smaller size over input sets
@@ -130,7 +131,7 @@ def test_the_suite_covers_every_width_at_both_sizes_and_decode():
 
 
 def test_suite_run_writes_graph_timed_decode_rows(fake_timer, monkeypatch, tmp_path):
-    from rmsnorm import suite
+    from rmsnorm_tools import suite
     monkeypatch.setattr(suite, "WIDTHS", (64,))
     monkeypatch.setattr(suite, "ELEMENTS", (64 * 5, 64 * 2))
     monkeypatch.setattr(suite, "DECODE_ROWS", (1, 3))
@@ -152,7 +153,7 @@ def row(op, m, n, pct, timing="median"):
 
 
 def test_a_case_that_falls_more_than_two_points_is_a_regression():
-    from rmsnorm import suite
+    from rmsnorm_tools import suite
     baseline = [row("fwd", 8, 128, 90.0), row("add", 8, 128, 90.0), row("bwd", 8, 128, 90.0),
                 row("fwd", 1, 4096, 50.0, "graph"), row("fwd", 4, 4096, 50.0)]
     now = [row("fwd", 8, 128, 88.1), row("add", 8, 128, 87.9), row("bwd", 8, 128, None),

@@ -6,7 +6,8 @@ early."""
 import pytest
 import torch
 
-from rmsnorm import configs, ops, reference
+from rmsnorm import reference
+from rmsnorm.launch import configs, ops
 from helpers import (assert_close_float64, assert_matches_recipe, assert_same_bits, nan_like,
                      randn, recipe_rms_norm, seed_of, weight_for)
 

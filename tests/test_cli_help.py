@@ -10,8 +10,8 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = {"rmsnorm-bench": "rmsnorm.bench", "rmsnorm-demo": "rmsnorm.demo",
-           "rmsnorm-sweep": "rmsnorm.sweep"}
+SCRIPTS = {"rmsnorm-bench": "rmsnorm_tools.bench", "rmsnorm-demo": "rmsnorm_tools.demo",
+           "rmsnorm-sweep": "rmsnorm_tools.sweep"}
 
 
 @pytest.mark.parametrize("module", sorted(SCRIPTS.values()))

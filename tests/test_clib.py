@@ -1,12 +1,13 @@
 """librmsnorm (the C library) launches the same kernels as the Python path: its outputs are
-bit-identical to rmsnorm.ops for the same inputs. Needs a GPU and the built library
+bit-identical to rmsnorm.launch.ops for the same inputs. Needs a GPU and the built library
 (scripts/test_cpp.sh builds it); skipped otherwise."""
 
 import pytest
 import torch
 
 from helpers import assert_same_bits, nan_like
-from rmsnorm import clib, ops
+from rmsnorm.launch import ops
+from rmsnorm.pytorch import clib
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"),

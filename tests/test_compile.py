@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import rmsnorm
-from rmsnorm import autograd
+from rmsnorm.pytorch import autograd
 from helpers import NormBlock, randn, seed_of, weight_for
 
 N = 32

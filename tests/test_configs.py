@@ -2,7 +2,7 @@
 
 import pytest
 
-from rmsnorm import configs
+from rmsnorm.launch import configs
 
 
 @pytest.mark.parametrize("elem_bytes", [2, 4, 8])

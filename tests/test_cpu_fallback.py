@@ -10,7 +10,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = textwrap.dedent("""
     import torch, rmsnorm
-    from rmsnorm import ops, reference
+    from rmsnorm import reference
+    from rmsnorm.launch import ops
     assert not ops.INTERPRETED
     g = torch.Generator().manual_seed(0)
     x = torch.randn(33, 300, generator=g).bfloat16()

@@ -26,7 +26,7 @@ if dist_world.why_not():
     pytest.skip(dist_world.why_not(), allow_module_level=True)
 
 import rmsnorm  # noqa: E402
-from rmsnorm import ops  # noqa: E402
+from rmsnorm.launch import ops  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.tensor import (DTensor, Partial, Replicate, Shard,  # noqa: E402
                                       distribute_tensor)
@@ -250,8 +250,8 @@ def test_a_split_last_dimension_is_refused_with_the_reason(world):
 
 def on_ranks_rstd_placements():
     # The op is called directly, not through a public function that registers the sharding
-    # rules on the first DTensor it sees: importing rmsnorm.distributed registers them.
-    import rmsnorm.distributed  # noqa: F401
+    # rules on the first DTensor it sees: importing rmsnorm.integrations.dtensor registers them.
+    import rmsnorm.integrations.dtensor  # noqa: F401
 
     mesh = mesh_1d()
     x, w, _ = inputs("rstd", (2, 8, N), torch.float32, torch.float32, device())
@@ -326,7 +326,7 @@ def test_fsdp2_sharded_module_matches_one_process(world, compiled):
 def sequence_parallel_plan():
     from torch.distributed.tensor.parallel import ColwiseParallel
 
-    from rmsnorm.distributed import SequenceParallel
+    from rmsnorm.integrations.dtensor import SequenceParallel
 
     # norm1 and norm2 on sequence shards; the linear in between gathers the sequence and
     # gives its output back sharded on the sequence (torch's own layouts and collectives).
@@ -425,7 +425,7 @@ def on_ranks_llama():
 
     # Imported here, not reached as an attribute of rmsnorm: a rank process that ran no test
     # importing the submodule before has not loaded it.
-    from rmsnorm.distributed import llama_tp_plan
+    from rmsnorm.integrations.dtensor import llama_tp_plan
 
     # Data parallel x tensor parallel; two ranks make the data-parallel dimension 1, which
     # still runs FSDP2's code on parameters that are DTensors of the tensor-parallel mesh.

@@ -1,8 +1,8 @@
 """Double backward (create_graph=True): the first-order gradients carry a graph, so gradient
 penalties and other higher-order losses are right, on both autograd routes:
 
-- "eager": the public functions under eager autograd (rmsnorm.autograd.EagerNorm/EagerAddNorm);
-- "op": the custom ops' registered autograd (rmsnorm.autograd.fwd/add_fwd, called directly
+- "eager": the public functions under eager autograd (rmsnorm.pytorch.autograd.EagerNorm/EagerAddNorm);
+- "op": the custom ops' registered autograd (rmsnorm.pytorch.autograd.fwd/add_fwd, called directly
   here; the route of DTensor inputs, checked on two ranks at the end, and of torch.compile's
   backend="eager").
 
@@ -16,7 +16,9 @@ import torch.nn.functional as F
 
 import dist_world
 import rmsnorm
-from rmsnorm import autograd, ops, reference
+from rmsnorm import reference
+from rmsnorm.launch import ops
+from rmsnorm.pytorch import autograd
 from helpers import randn, seed_of, weight_for
 
 F64 = torch.float64

@@ -184,7 +184,7 @@ def test_out_overlapping_a_residual_updated_in_place(x):
 
 def test_inplace_needs_a_residual(x):
     with pytest.raises(ValueError, match="inplace=True needs a residual"):
-        rmsnorm.ops.forward(x, inplace=True)
+        rmsnorm.launch.ops.forward(x, inplace=True)
 
 
 def test_inplace_residual_must_be_writable(x):
@@ -228,7 +228,7 @@ def test_the_autograd_path_names_bad_scalars(x):
 
 
 def test_dx_out_must_fit_the_gradient(x):
-    from rmsnorm import ops
+    from rmsnorm.launch import ops
     _, _, rstd = ops.forward(x, return_rstd=True)
     buf = torch.randn(x.numel() + 1)
     dy, shifted = buf[:-1].view(x.shape), buf[1:].view(x.shape)

@@ -97,7 +97,7 @@ def test_empty_rows_return_empty_output_without_launch(device):
 def test_rstd_output_is_the_fp32_inverse_rms_per_row(device, dtype):
     seed = seed_of("rstd", dtype)
     x = randn((4, 16, 1000), dtype, device, seed, scale=3.0)
-    _, _, rstd = rmsnorm.ops.forward(x, weight_for(1000, dtype, device, seed),
+    _, _, rstd = rmsnorm.launch.ops.forward(x, weight_for(1000, dtype, device, seed),
                                      return_rstd=True)
     assert rstd.dtype == torch.float32 and rstd.shape == (4, 16)
     expected = reference.contract_rms_norm(x, None)[1].squeeze(-1)
@@ -106,7 +106,7 @@ def test_rstd_output_is_the_fp32_inverse_rms_per_row(device, dtype):
 
 def test_rstd_is_float64_for_float64_input(device):
     x = randn((5, 33), torch.float64, device, seed_of("rstd64"))
-    _, _, rstd = rmsnorm.ops.forward(x, return_rstd=True)
+    _, _, rstd = rmsnorm.launch.ops.forward(x, return_rstd=True)
     expected = torch.rsqrt(x.pow(2).mean(-1) + reference.fp32(1e-6))
     assert rstd.dtype == torch.float64
     torch.testing.assert_close(rstd, expected, rtol=1e-13, atol=0)

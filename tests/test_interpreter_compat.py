@@ -1,4 +1,4 @@
-"""rmsnorm.interpreter_compat: Triton 3.6's interpreter with numpy 2.4 and newer, where int()
+"""rmsnorm.launch.interpreter_compat: Triton 3.6's interpreter with numpy 2.4 and newer, where int()
 of a 1-element array fails and with it every loop whose bound is a kernel argument."""
 
 import warnings
@@ -10,7 +10,8 @@ import torch
 import triton.language as tl
 
 import rmsnorm
-from rmsnorm import configs, interpreter_compat as compat, ops, reference
+from rmsnorm import reference
+from rmsnorm.launch import configs, interpreter_compat as compat, ops
 
 from helpers import assert_close_float64, randn, seed_of, weight_for
 

@@ -8,8 +8,10 @@ import torch
 import triton
 import triton.language as tl
 
-from rmsnorm import configs, ops, reference, sweep
+from rmsnorm import reference
 from rmsnorm.kernels.forward import _widen
+from rmsnorm.launch import configs, ops
+from rmsnorm_tools import sweep
 from helpers import (assert_close_float64, assert_matches_recipe, assert_same_bits, randn,
                      recipe_rms_norm, seed_of, weight_for)
 

@@ -35,7 +35,7 @@ def test_rows_past_two_to_the_31_elements(fused):
 
 
 def test_backward_past_two_to_the_31_elements():
-    from rmsnorm import ops
+    from rmsnorm.launch import ops
     m, n = 2 ** 20, 2 ** 11 + 1
     g = torch.Generator(device="cuda").manual_seed(32)
     x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)

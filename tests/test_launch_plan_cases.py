@@ -12,8 +12,9 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rmsnorm import configs, ops, tables  # noqa: E402
-from rmsnorm.layout import plan_rows  # noqa: E402
+from rmsnorm.launch import configs, ops
+from rmsnorm.launch import tables  # noqa: E402
+from rmsnorm.launch.layout import plan_rows  # noqa: E402
 
 CASES = ROOT / "cpp" / "tests" / "generated" / "launch_plan_cases.hpp"
 ROW_COUNTS = (0, 1, 2, 7, 100, 131, 1000, 65536, 1 << 20, (1 << 30) + 3)

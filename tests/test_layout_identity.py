@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import rmsnorm
-from rmsnorm import configs, ops
+from rmsnorm.launch import configs, ops
 from helpers import assert_same_bits, randn, seed_of, weight_for
 
 ON_GPU = torch.cuda.is_available()

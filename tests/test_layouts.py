@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import rmsnorm
-from rmsnorm import configs, reference
+from rmsnorm import reference
+from rmsnorm.launch import configs
 from helpers import (assert_close_float64, assert_matches_recipe, nan_like, randn,
                      recipe_rms_norm, seed_of, weight_for)
 
@@ -97,7 +98,7 @@ def test_looped_path_for_rows_longer_than_one_tile(device, dtype, n, casting_mod
     w = weight_for(n, dtype, device, seed)
     with configs.max_tile(32):
         assert configs.forward_launch(n, x.element_size(), False).path == "loop"
-        y, _, rstd = rmsnorm.ops.forward(x, w, casting_mode=casting_mode, out=nan_like(x),
+        y, _, rstd = rmsnorm.launch.ops.forward(x, w, casting_mode=casting_mode, out=nan_like(x),
                                          return_rstd=True)
     check(x, w, y, casting_mode)
     torch.testing.assert_close(rstd, reference.contract_rms_norm(x, None)[1].squeeze(-1),
@@ -140,7 +141,7 @@ def test_a_capped_tile_is_honoured_after_the_same_call_ran_uncapped(device, monk
     launched = []
 
     def spy_on(name):
-        real = getattr(rmsnorm.ops, name)
+        real = getattr(rmsnorm.launch.ops, name)
 
         class Spy:
             arg_names = real.arg_names
@@ -149,7 +150,7 @@ def test_a_capped_tile_is_honoured_after_the_same_call_ran_uncapped(device, monk
                 launched.append(name)
                 return real[grid]
 
-        monkeypatch.setattr(rmsnorm.ops, name, Spy())
+        monkeypatch.setattr(rmsnorm.launch.ops, name, Spy())
 
     spy_on("fwd_loop_kernel")
     spy_on("fwd_sumsq_kernel")

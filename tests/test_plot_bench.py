@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("matplotlib", reason="scripts/plot_bench.py needs matplotlib "
                     "(requirements/ci.txt); this Python has none (as on the GPU machine)")
 
-from rmsnorm import suite  # noqa: E402
+from rmsnorm_tools import suite  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")

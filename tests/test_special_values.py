@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import rmsnorm
-from rmsnorm import configs, reference
+from rmsnorm import reference
+from rmsnorm.launch import configs
 from helpers import (assert_close_float64, assert_matches_recipe, randn, recipe_rms_norm,
                      seed_of, weight_for)
 

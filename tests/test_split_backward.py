@@ -5,7 +5,8 @@ element written, and dx batch invariant (a row's bits do not depend on M or its 
 import pytest
 import torch
 
-from rmsnorm import configs, ops, reference
+from rmsnorm import reference
+from rmsnorm.launch import configs, ops
 from helpers import assert_same_bits, nan_like, randn, seed_of, weight_for
 
 from test_backward import assert_gradients_match, expected_gradients, rel_err

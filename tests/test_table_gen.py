@@ -1,4 +1,4 @@
-"""The launch table is generated from sweep results (rmsnorm.table_gen): the committed table
+"""The launch table is generated from sweep results (rmsnorm_tools.table_gen): the committed table
 is exactly what its sweeps give, every width has one row, and a width between two measured
 ones takes the row of the next measured width above it."""
 
@@ -8,7 +8,9 @@ import re
 
 import pytest
 
-from rmsnorm import aot, aot_emit, configs, table_gen, tables
+from rmsnorm.aot import build as aot, emit as aot_emit
+from rmsnorm.launch import configs, tables
+from rmsnorm_tools import table_gen
 
 
 def _result(op, n, dtype="torch.bfloat16", m=64, pct=90.0, table_pct=50.0, **launch):
@@ -144,7 +146,7 @@ def test_rows_keep_their_launch_fields():
 
 
 def test_every_aot_kernel_launches_as_the_python_launcher_does_at_its_rows_widths():
-    from rmsnorm import aot
+    from rmsnorm.aot import build as aot
 
     for spec in aot.specs(90):
         if spec.op == "reduce":
@@ -208,7 +210,7 @@ def test_tensors_all_fp16_take_fp16s_rows_and_mixed_ones_the_shared_rows(fp16_ro
 def test_the_launcher_names_the_streamed_tensors_dtype_when_they_share_one():
     import torch
 
-    from rmsnorm import ops
+    from rmsnorm.launch import ops
 
     h, b = torch.zeros(2, dtype=torch.float16), torch.zeros(2, dtype=torch.bfloat16)
     assert ops._table_dtype(h, None, h) == "fp16"

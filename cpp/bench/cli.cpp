@@ -148,7 +148,7 @@ std::string usage_text() {
                          [--json PATH] [--overhead [--calls N] [--sync-every N]]
 
 librmsnorm's GPU kernels, through its C API, against the same-bytes copy ceiling: measured as
-python -m rmsnorm.bench measures the Python package, so that rows of both compare directly.
+python -m rmsnorm_tools.bench measures the Python package, so that rows of both compare directly.
 
     rmsnorm-cpp-bench                     # fwd and add, bf16, the Python bench's shapes
     rmsnorm-cpp-bench --op bwd --dtype bf16 fp16 fp32 --json c.json
@@ -177,7 +177,7 @@ options:
   --rep MS           repeats, milliseconds of GPU time (default: 100; at least one repeat)
   --device N         CUDA device index (default: 0)
   --json PATH        also write the results as JSON, rewritten after every shape: the
-                     structure of python -m rmsnorm.bench --json, with "impl" added
+                     structure of python -m rmsnorm_tools.bench --json, with "impl" added
   --overhead         only measure the host time per call of a loop too short to fill the
                      launch queue (a stream sync every --sync-every calls, not timed), and
                      the GPU time per call of 100 calls replayed as a CUDA graph, launched

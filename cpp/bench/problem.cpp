@@ -55,7 +55,7 @@ std::string_view dtype_name(rmsnorm_dtype dtype) {
 size_t dtype_size(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
 
 std::vector<Shape> default_shapes() {
-    // Keep in step with SHAPES in rmsnorm/bench.py: the point is comparing the same rows.
+    // Keep in step with SHAPES in rmsnorm_tools/bench.py: the point is comparing the same rows.
     return {{16384, 4096}, {65536, 4096}, {16384, 8192}, {8192, 16384}, {4096, 32768},
             {32768, 2048}, {131072, 128}, {524288, 128}, {1024, 65536}, {256, 262144}};
 }

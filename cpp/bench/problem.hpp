@@ -1,5 +1,5 @@
 // What one benchmark row measures: an op, a dtype and an M x N shape, with the names and
-// byte counts python -m rmsnorm.bench uses for them, so that rows of both compare directly.
+// byte counts python -m rmsnorm_tools.bench uses for them, so that rows of both compare directly.
 #pragma once
 
 #include <cstddef>

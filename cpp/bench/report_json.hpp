@@ -1,4 +1,4 @@
-// The results as JSON in the structure python -m rmsnorm.bench --json writes:
+// The results as JSON in the structure python -m rmsnorm_tools.bench --json writes:
 //   {"device": ..., "rows": [{"op", "dtype", "M", "N", "bytes", "copy_gbps",
 //                             "impls": {name: {"us", "gbps", "pct_copy"}}, ...}]}
 // with this benchmark's figures under the impl name "librmsnorm (C)", so that rows of both

@@ -81,10 +81,10 @@ foreach(arch IN LISTS RMSNORM_CUDA_ARCHS)
     endif()
 endforeach()
 file(GLOB _rmsnorm_aot_inputs ${_rmsnorm_repo}/rmsnorm/kernels/*.py
-     ${_rmsnorm_repo}/rmsnorm/tables/*.py)
-list(APPEND _rmsnorm_aot_inputs ${_rmsnorm_repo}/rmsnorm/configs.py
-     ${_rmsnorm_repo}/rmsnorm/aot.py ${_rmsnorm_repo}/rmsnorm/aot_emit.py
-     ${_rmsnorm_repo}/rmsnorm/aot_abi.py ${_rmsnorm_repo}/cpp/src/generated/kernel_abi.hpp)
+     ${_rmsnorm_repo}/rmsnorm/launch/tables/*.py)
+list(APPEND _rmsnorm_aot_inputs ${_rmsnorm_repo}/rmsnorm/launch/configs.py
+     ${_rmsnorm_repo}/rmsnorm/aot/build.py ${_rmsnorm_repo}/rmsnorm/aot/emit.py
+     ${_rmsnorm_repo}/rmsnorm/aot/abi.py ${_rmsnorm_repo}/cpp/src/generated/kernel_abi.hpp)
 string(REPLACE ";" " " _rmsnorm_archs "${RMSNORM_CUDA_ARCHS}")
 separate_arguments(_rmsnorm_archs)
 # kernels.cpp and the blobs are rewritten only when their content changes (restat): the

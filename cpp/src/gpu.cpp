@@ -24,7 +24,7 @@ rmsnorm_status unsupported(const std::string& message) {
 }
 
 // The kernel of op for rows of n elements: the launch table's row for n, as
-// rmsnorm.configs.rule_index picks it; where the two casting modes compute the same, the
+// rmsnorm.launch.configs.rule_index picks it; where the two casting modes compute the same, the
 // llama kernel serves both (the build compiles no other).
 KernelKey key_of(const ImageSet& set, Op op, rmsnorm_dtype dtype, const void* weight,
                  rmsnorm_casting_mode mode, int64_t n) {
@@ -77,7 +77,7 @@ rmsnorm_status check_weight_dtype(const void* weight, rmsnorm_dtype weight_dtype
     return RMSNORM_SUCCESS;
 }
 
-// The dtype rules of the built kernels (rmsnorm/aot.py): one activation dtype, the weight's
+// The dtype rules of the built kernels (rmsnorm/aot/build.py): one activation dtype, the weight's
 // the same. Names the first argument that differs.
 rmsnorm_status check_dtypes(rmsnorm_dtype act, const void* weight, rmsnorm_dtype weight_dtype,
                             std::initializer_list<std::pair<const char*, rmsnorm_dtype>> others,

@@ -141,7 +141,7 @@ const KernelImage* find_image(const DeviceInfo& dev, const KernelKey& key) {
         fail(RMSNORM_ERROR_UNSUPPORTED, "rmsnorm: no kernel for this combination in the " +
                                             arch_name(set.arch) + " set (key " +
                                             std::to_string(packed) +
-                                            "); the build and rmsnorm/aot.py disagree");
+                                            "); the build and rmsnorm/aot/build.py disagree");
         return nullptr;
     }
     return it;

@@ -821,7 +821,7 @@ void check_forward(Op op, rmsnorm_dtype dtype, const Weighting& wt, const Shape&
         // Given the GPU's rstd, y is the contract's roundings to the bit: this tells the
         // casting modes apart, which the tolerances below cannot. (In f32 it also shows that
         // the rstd stored is the one y used: every lane holding a row's sum agrees to the bit,
-        // rmsnorm.configs.compile_options.)
+        // rmsnorm.launch.configs.compile_options.)
         const HostRows& input = fused ? gpu[at_sum] : gpu[at_x];
         const HostRows want_y =
             contract_y(dtype, wt, input, wt.has_w ? &weight->host() : nullptr, gpu_rstd);

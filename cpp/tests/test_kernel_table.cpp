@@ -1,4 +1,4 @@
-// The launch table's width rules as the runtime applies them (rmsnorm.configs.rule_index):
+// The launch table's width rules as the runtime applies them (rmsnorm.launch.configs.rule_index):
 // a row serves the widths up to its bound, the last row every longer width.
 #include <gtest/gtest.h>
 
@@ -46,7 +46,7 @@ TEST(KernelKey, EachFieldIsPackedAtItsGeneratedShift) {
     namespace abi = rmsnorm::detail::abi;
     const rmsnorm::detail::KernelKey base{Op::kForward, 0, false, false, false, false, 0, 0};
     EXPECT_EQ(base.packed(), 0u);
-    // tests/test_aot_abi.py checks the shifts against rmsnorm/aot.py's Spec.key.
+    // tests/test_aot_abi.py checks the shifts against rmsnorm/aot/build.py's Spec.key.
     auto key = base;
     key.op = Op::kBackward;
     EXPECT_EQ(key.packed(), 2u << abi::kOpShift);

@@ -7,7 +7,7 @@ With g = dy * (w + offset), xhat = x * rstd (rstd saved by the forward, one per 
 With HAS_DRESIDUAL (fused residual add) the gradient of the residual output is added to dx, so the
 one stored tensor is the gradient of both x and residual.
 
-Two paths, chosen by rmsnorm.configs (op "bwd"), like the forward:
+Two paths, chosen by rmsnorm.launch.configs (op "bwd"), like the forward:
 - `bwd_tile_kernel`: a row fits one tile (or CHUNKS tiles of a narrower power of two, as the
   forward's); each program owns ROWS rows per step of a persistent loop and keeps its dw
   partial in registers, summed and written once at the end (DW_RESIDENT), or, for wide rows,

@@ -1,6 +1,6 @@
 """RMSNorm forward and fused residual-add forward (device code only).
 
-Two paths, chosen by rmsnorm.configs:
+Two paths, chosen by rmsnorm.launch.configs:
 - `fwd_tile_kernel`: a row fits in registers as CHUNKS tiles of BLOCK_N columns (one tile for
   most widths); each program owns ROWS rows at a time and loops over row blocks (persistent
   grid). Each input byte is read once. With KEEP_STORED the row waits for its 1/rms in its

@@ -1,5 +1,5 @@
 """RMSNorm forward (and fused add) for a few long rows, split in two grids (device code only;
-rmsnorm.ops takes it for looped rows when they are fewer than half the SMs, a quarter for the
+rmsnorm.launch.ops takes it for looped rows when they are fewer than half the SMs, a quarter for the
 fused add: ops._split_below. librmsnorm runs the looped kernel there: the same bits).
 
 The looped forward gives a row to one program: 32 rows of 262144 keep 32 of 132 SMs busy.

@@ -1,13 +1,14 @@
 """Which launch path serves PyTorch's eager inference calls (rms_norm, fused_add_rms_norm
 without autograd, torch.compile or out=):
 
-- "triton" (the default): the Python launcher (rmsnorm.ops) launches the Triton kernels.
+- "triton" (the default): the Python launcher (rmsnorm.launch.ops) launches the Triton kernels.
 - "c": librmsnorm (cpp/, the same kernels compiled ahead of time) through a small C++
-  extension (rmsnorm/csrc/torch_ext.cpp), at a fraction of the host time per call. Calls it
+  extension (rmsnorm/pytorch/csrc/torch_ext.cpp), at a fraction of the host time per call. Calls it
   does not cover (mixed dtypes, float64, rows needing two strides, CPU tensors) and every
   other route (autograd, torch.compile, out=) stay on the Python launcher.
 
-Choose with RMSNORM_BACKEND=c in the environment (read at import) or rmsnorm.backend.use("c").
+Choose with RMSNORM_BACKEND=c in the environment (read at import) or
+rmsnorm.pytorch.backend.use("c").
 "c" needs a CUDA build of PyTorch, a compiler, and the built library (bash scripts/test_cpp.sh
 builds it at build/cpp/librmsnorm.so; RMSNORM_LIBRARY points elsewhere); the extension is
 compiled on first use into build/torch_ext.
@@ -16,9 +17,9 @@ compiled on first use into build/torch_ext.
 import os
 import pathlib
 
-from rmsnorm import clib
+from rmsnorm.pytorch import clib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAMES = ("triton", "c")
 
 # The loaded extension when "c" is active, else None (functional.py reads it on every call).
@@ -53,7 +54,8 @@ def _load():
     build = ROOT / "build" / "torch_ext"
     build.mkdir(parents=True, exist_ok=True)
     return cpp_extension.load(
-        name="rmsnorm_torch_ext", sources=[str(ROOT / "rmsnorm" / "csrc" / "torch_ext.cpp")],
+        name="rmsnorm_torch_ext",
+        sources=[str(ROOT / "rmsnorm" / "pytorch" / "csrc" / "torch_ext.cpp")],
         extra_include_paths=[str(ROOT / "cpp" / "include")],
         extra_cflags=["-O2"],
         extra_ldflags=[f"-L{libdir}", "-l:" + clib.default_path().name, f"-Wl,-rpath,{libdir}"],

@@ -1,11 +1,11 @@
 """Benchmark CLI (GPU): rmsnorm against the same-bytes copy ceiling and PyTorch, in one run.
 
-    python -m rmsnorm.bench                      # forward and fused add, bf16, LLM shapes
-    python -m rmsnorm.bench --dtype bf16 fp16 fp32 --op fwd --shapes 16384x4096 1024x65536
-    python -m rmsnorm.bench --op bwd fwdbwd --peers eager compile   # training
-    python -m rmsnorm.bench --peers eager compile --json results.json
-    python -m rmsnorm.bench --overhead        # host microseconds per call, decode shape
-    python -m rmsnorm.bench --suite --json run.json --baseline docs/results/h200-baseline.json
+    python -m rmsnorm_tools.bench                      # forward and fused add, bf16, LLM shapes
+    python -m rmsnorm_tools.bench --dtype bf16 fp16 fp32 --op fwd --shapes 16384x4096 1024x65536
+    python -m rmsnorm_tools.bench --op bwd fwdbwd --peers eager compile   # training
+    python -m rmsnorm_tools.bench --peers eager compile --json results.json
+    python -m rmsnorm_tools.bench --overhead        # host microseconds per call, decode shape
+    python -m rmsnorm_tools.bench --suite --json run.json --baseline docs/results/h200-baseline.json
 
 Every figure is a median of single calls timed as triton.testing.do_bench times them (L2
 flushed before each), each queued behind a GPU sleep (HOST_SLACK_CYCLES) so that the
@@ -14,7 +14,7 @@ launcher's host time is not timed;
 and report the time per call, inputs warm in L2 as in a decode step; "graph_hbm" cases (the
 suite's 2^23-element shapes) do the same over input sets that together exceed the L2 three
 times, so that they move HBM bytes; their copy ceilings are timed the same way. --suite runs
-the fixed cases of rmsnorm.suite; --baseline compares the run with an earlier one's JSON and
+the fixed cases of rmsnorm_tools.suite; --baseline compares the run with an earlier one's JSON and
 exits 1 when a case's % of copy fell by more than two points in two timings (each case that
 fell is timed again, and the better timing kept, with both in its row's `timed_pct_copy`).
 GB/s counts the fewest bytes an op must move: forward reads x and writes y (2*M*N elements),
@@ -45,7 +45,9 @@ import torch
 import torch.nn.functional as F
 
 import rmsnorm
-from rmsnorm import ops, reference, suite
+from rmsnorm import reference
+from rmsnorm.launch import ops
+from rmsnorm_tools import suite
 
 SHAPES = [(16384, 4096), (65536, 4096), (16384, 8192), (8192, 16384), (4096, 32768),
           (32768, 2048), (131072, 128), (524288, 128), (1024, 65536), (256, 262144)]
@@ -326,8 +328,8 @@ def overhead_table(dtype=torch.bfloat16, m=1, n=4096):
 
 
 def _c_backend_overhead(dtype, m, n):
-    """The same calls through librmsnorm (rmsnorm.backend "c"), where it can be had."""
-    from rmsnorm import backend
+    """The same calls through librmsnorm (rmsnorm.pytorch.backend "c"), where it can be had."""
+    from rmsnorm.pytorch import backend
 
     try:
         backend.use("c")
@@ -440,8 +442,8 @@ def prog_name(module):
 
 
 def main(argv=None):
-    """`rmsnorm-bench` / `python -m rmsnorm.bench`."""
-    p = argparse.ArgumentParser(prog=prog_name("rmsnorm.bench"), description=__doc__,
+    """`rmsnorm-bench` / `python -m rmsnorm_tools.bench`."""
+    p = argparse.ArgumentParser(prog=prog_name("rmsnorm_tools.bench"), description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", nargs="+", choices=list(MOVED),
                    help="default: fwd add (with --suite: fwd add bwd)")
@@ -452,7 +454,7 @@ def main(argv=None):
     p.add_argument("--peers", nargs="*", choices=["eager", "compile"],
                    help="default: eager (with --suite: none)")
     p.add_argument("--suite", action="store_true",
-                   help="the fixed suite of rmsnorm.suite (every width a model uses at 2^26 "
+                   help="the fixed suite of rmsnorm_tools.suite (every width a model uses at 2^26 "
                         "and 2^23 elements, and decode timed from CUDA graphs) instead of "
                         "--shapes")
     p.add_argument("--baseline", metavar="PATH",
@@ -465,7 +467,7 @@ def main(argv=None):
     p.add_argument("--overhead", action="store_true",
                    help="only measure host time per call at a decode shape")
     args = p.parse_args(argv)
-    check_device("rmsnorm.bench")
+    check_device("rmsnorm_tools.bench")
     if args.overhead:
         print(overhead_table())
         return

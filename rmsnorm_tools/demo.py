@@ -16,12 +16,12 @@ def _reexec_with_interpreter(argv):
     # Triton picks compiled vs interpreted when kernels are defined, at import: set the
     # switch, then start over.
     env = dict(os.environ, TRITON_INTERPRET="1")
-    os.execve(sys.executable, [sys.executable, "-m", "rmsnorm.demo", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", "rmsnorm_tools.demo", *argv], env)
 
 
 def _time_us(fn, cuda):
     if cuda:
-        from rmsnorm.bench import bench_ms
+        from rmsnorm_tools.bench import bench_ms
 
         return bench_ms(fn) * 1e3
     fn()
@@ -34,17 +34,18 @@ def _time_us(fn, cuda):
 
 
 def parse_args(argv=None):
-    from rmsnorm.bench import prog_name
+    from rmsnorm_tools.bench import prog_name
 
     p = argparse.ArgumentParser(
-        prog=prog_name("rmsnorm.demo"), description=__doc__,
+        prog=prog_name("rmsnorm_tools.demo"), description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Exit status: 0 when every result is within the contract, 1 otherwise.")
     return p.parse_args(argv)
 
 
 def main(argv=None):
-    """`rmsnorm-demo` / `python -m rmsnorm.demo`: prints the table, returns the exit status."""
+    """`rmsnorm-demo` / `python -m rmsnorm_tools.demo`: prints the table, returns the exit
+    status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parse_args(argv)  # --help (or a wrong argument) exits here, before anything runs
     import torch

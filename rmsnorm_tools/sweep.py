@@ -1,7 +1,7 @@
 """Tuning sweep (GPU): times launch variants around the table's choice, shape by shape.
 
-    python -m rmsnorm.sweep --op fwd add --shapes 16384x4096 1024x65536 --json sweep.json
-    python -m rmsnorm.sweep --op bwd --shapes 131072x128 16384x4096 1024x65536
+    python -m rmsnorm_tools.sweep --op fwd add --shapes 16384x4096 1024x65536 --json sweep.json
+    python -m rmsnorm_tools.sweep --op bwd --shapes 131072x128 16384x4096 1024x65536
 
 Coordinate descent from the table's launch: first the tile shape (rows per program, warps,
 weight in registers or re-read, pipelining stages, and at widths that are not a power of two
@@ -13,8 +13,8 @@ backward launches (dx and dw) against the table's launch, itself checked against
 within a tolerance, since dw's summation order depends on the launch. The backward is timed as
 a whole ops.backward call: programs per SM also sets how many dw partial rows its reduction
 reads. Each shape's winner is printed as it is found; `--json` keeps every timing, and `--table
-PATH` writes the arch's launch table with the winners (rmsnorm.table_gen; commit the JSON under
-docs/results/sweeps/ and regenerate the table from it there).
+PATH` writes the arch's launch table with the winners (rmsnorm_tools.table_gen; commit the JSON
+under docs/results/sweeps/ and regenerate the table from it there).
 
 Compiling dominates a sweep (a second or more per launch, tens of launches per shape):
 `--jobs N` compiles every shape's first-round launches ahead in N processes, which fill
@@ -31,8 +31,10 @@ import sys
 
 import torch
 
-from rmsnorm import configs, ops, reference, suite, table_gen
-from rmsnorm.bench import DTYPES, EPS, TIMERS, check_device, copy_gbps, \
+from rmsnorm import reference
+from rmsnorm.launch import configs, ops
+from rmsnorm_tools import suite, table_gen
+from rmsnorm_tools.bench import DTYPES, EPS, TIMERS, check_device, copy_gbps, \
     input_sets, make_grad, make_inputs, moved_elements, parse_shape, prog_name, rotating, \
     saved_rstd
 
@@ -376,8 +378,8 @@ def result_line(res):
 
 
 def main(argv=None):
-    """`rmsnorm-sweep` / `python -m rmsnorm.sweep`."""
-    p = argparse.ArgumentParser(prog=prog_name("rmsnorm.sweep"), description=__doc__,
+    """`rmsnorm-sweep` / `python -m rmsnorm_tools.sweep`."""
+    p = argparse.ArgumentParser(prog=prog_name("rmsnorm_tools.sweep"), description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", nargs="+", choices=["fwd", "add", "bwd"], default=["fwd", "add"])
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16")
@@ -398,7 +400,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.table and not args.json:
         p.error("--table needs --json (the table names the sweep it comes from)")
-    check_device("rmsnorm.sweep")
+    check_device("rmsnorm_tools.sweep")
     dtype = DTYPES[args.dtype]
     pool = futures = None
     if args.jobs:

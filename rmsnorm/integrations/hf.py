@@ -19,7 +19,7 @@ import warnings
 
 from torch import nn
 
-from rmsnorm.modules import RMSNorm
+from rmsnorm.pytorch.modules import RMSNorm
 
 # HF class name -> (attribute holding eps, offset, casting_mode).
 _LLAMA = ("variance_epsilon", 0.0, "llama")

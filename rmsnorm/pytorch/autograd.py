@@ -13,7 +13,7 @@ Registered ops (namespace "rmsnorm"):
 
 Eager autograd takes EagerNorm/EagerAddNorm below instead: same kernels and formulas, less
 host time. DTensor inputs always take the ops (fwd, add_fwd, bwd), whose sharding rules
-rmsnorm.distributed registers: the Functions call the launcher, which needs local tensors.
+rmsnorm.integrations.dtensor registers: the Functions call the launcher, which needs local tensors.
 On both routes a backward that must itself be differentiable (create_graph=True: grad mode
 is on inside it, and an input of it requires grad) computes the same contract with a
 differentiable PyTorch formula instead of the kernels (`_differentiable_grads`), so double
@@ -30,7 +30,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from rmsnorm import ops, reference
+from rmsnorm import reference
+from rmsnorm.launch import ops
 
 
 def _mode(llama):
@@ -205,6 +206,7 @@ def _add_grads(ctx, dy, dresidual, backward):
 
 fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
 add_fwd.register_autograd(_add_fwd_backward, setup_context=_add_fwd_setup)
+
 
 class EagerNorm(torch.autograd.Function):
     """rms_norm under eager autograd: the same kernels and formulas as the `fwd` op, without

@@ -2,11 +2,11 @@
 can carry (docs/DEVELOPING.md, "The GPU machine"): the build there then finds every kernel
 instead of compiling them again (about 3 minutes of a call for sm_90).
 
-    python -m rmsnorm.aot_carry --out build/cpp/aot --to build/aotcarry --archs 90
+    python -m rmsnorm.aot.carry --out build/cpp/aot --to build/aotcarry --archs 90
     # on the device, before scripts/test.sh (scripts/gpu_check.sh does it):
     mkdir -p build/cpp/aot && rm -rf build/cpp/aot/cache && cp -r build/aotcarry build/cpp/aot/cache
 
-Kept out of rmsnorm/aot.py, whose source is part of every cache entry's name.
+Kept out of rmsnorm/aot/build.py, whose source is part of every cache entry's name.
 """
 
 import argparse
@@ -14,7 +14,7 @@ import pathlib
 import shutil
 import sys
 
-from rmsnorm import aot
+from rmsnorm.aot import build as aot
 
 
 def carry(out, dst, archs):
@@ -26,7 +26,7 @@ def carry(out, dst, archs):
                       for arch in archs for spec in aot.specs(arch)})
     missing = [p for p in entries if not (p.exists() and p.with_suffix(".cubin").exists())]
     if missing:
-        raise SystemExit(f"rmsnorm.aot_carry: {len(missing)} of {len(entries)} kernels are not "
+        raise SystemExit(f"rmsnorm.aot.carry: {len(missing)} of {len(entries)} kernels are not "
                          f"in {cache} (first: {missing[0].name}); build them first: bash "
                          f"scripts/test_cpp.sh, or python -m rmsnorm.aot --out {out} --archs "
                          f"{' '.join(map(str, archs))}")
@@ -41,7 +41,7 @@ def carry(out, dst, archs):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m rmsnorm.aot_carry",
+    p = argparse.ArgumentParser(prog="python -m rmsnorm.aot.carry",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="build/cpp/aot",
                    help="the AOT build folder (default: build/cpp/aot, scripts/test_cpp.sh's)")
@@ -50,7 +50,7 @@ def main(argv=None):
                    help="compute capabilities (default: 90, the GPU machine's)")
     args = p.parse_args(argv)
     count = carry(args.out, args.to, sorted(set(args.archs)))
-    print(f"rmsnorm.aot_carry: {count} kernels copied to {args.to}", file=sys.stderr)
+    print(f"rmsnorm.aot.carry: {count} kernels copied to {args.to}", file=sys.stderr)
     return 0
 
 

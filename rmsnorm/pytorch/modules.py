@@ -5,8 +5,8 @@ import numbers
 import torch
 from torch import nn
 
-from rmsnorm import validation
-from rmsnorm.functional import fused_add_rms_norm, rms_norm
+from rmsnorm.launch import validation
+from rmsnorm.pytorch.functional import fused_add_rms_norm, rms_norm
 
 
 class RMSNorm(nn.Module):

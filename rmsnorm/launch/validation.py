@@ -5,7 +5,7 @@ import numbers
 
 import torch
 
-from rmsnorm import aliasing
+from rmsnorm.launch import aliasing
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 CASTING_MODES = ("llama", "gemma")

@@ -14,7 +14,7 @@ What is compiled (the C API's scope, docs/CPP.md): plain forward, fused-add forw
 backward; x, residual, y and dy of one dtype (f32, f16, bf16), with the weight of that dtype
 or none; both casting modes (f32 needs one: rounding to f32 changes nothing); the backward
 with and without the fused add's gradient and with and without dw; every row of the arch's
-launch table (rmsnorm.configs.rules_for, the same rows the Python launcher reads: a tile
+launch table (rmsnorm.launch.configs.rules_for, the same rows the Python launcher reads: a tile
 width or the looped path, and the launch measured for its widths); one-level row strides;
 the dw reduction for each dw dtype and column block. Each comes in
 three alignments, specialised as Triton's JIT specializes on the same facts (so that the C
@@ -35,7 +35,7 @@ import sys
 import time
 
 # Op, dtype and flag codes of a kernel's key, and its fields with their widths in bits, low
-# bits first: the C++ runtime packs keys from the same (rmsnorm.aot_abi generates its header).
+# bits first: the C++ runtime packs keys from the same (rmsnorm.aot.abi generates its header).
 OPS = ("fwd", "add", "bwd", "reduce")
 DTYPES = ("f32", "f16", "bf16")
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -44,9 +44,9 @@ TABLE_DTYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 
 
 def table_rows(op, dtype, arch):
-    """The launch table's rows that serve op for dtype on arch (rmsnorm.configs.rules_for, as
+    """The launch table's rows that serve op for dtype on arch (rmsnorm.launch.configs.rules_for, as
     the Python launcher reads them for tensors all of that dtype)."""
-    from rmsnorm import configs
+    from rmsnorm.launch import configs
 
     return configs.rules_for(op, ELEM_BYTES[dtype], arch, TABLE_DTYPES[dtype])
 
@@ -91,7 +91,7 @@ class Spec:
 
 def specs(arch):
     """Every specialization of the C API for arch, in key order."""
-    from rmsnorm import configs
+    from rmsnorm.launch import configs
 
     out = []
     for dtype in DTYPES:
@@ -113,14 +113,14 @@ def specs(arch):
 
 
 def reduce_blocks():
-    from rmsnorm import configs
+    from rmsnorm.launch import configs
 
     return sorted({configs.reduce_launch(n)[1] for n in (1 << k for k in range(0, 31))})
 
 
 def _launch(spec, arch):
-    """The launch of spec's table row on arch (rmsnorm.configs, as the Python path)."""
-    from rmsnorm import configs
+    """The launch of spec's table row on arch (rmsnorm.launch.configs, as the Python path)."""
+    from rmsnorm.launch import configs
 
     wb = ELEM_BYTES[spec.dtype] if spec.has_w else 0
     rule = table_rows(spec.op, spec.dtype, arch)[spec.variant]
@@ -133,8 +133,8 @@ def _signature(spec, arch):
     two are the arguments ALIGN_PTR and ALIGN_VEC take as multiples of 16."""
     import triton.language as tl
 
-    from rmsnorm import configs
     from rmsnorm.kernels import backward, forward
+    from rmsnorm.launch import configs
 
     t = "*" + TRITON_TYPES[spec.dtype]
     if spec.op == "reduce":
@@ -181,7 +181,7 @@ def _signature(spec, arch):
 
 def _compile_inputs(spec, arch):
     """(kernel, ASTSource arguments, compile options): everything that decides the code."""
-    from rmsnorm import configs
+    from rmsnorm.launch import configs
 
     kernel, types, consts, pointers, ints, warps, stages = _signature(spec, arch)
     names = kernel.arg_names
@@ -199,7 +199,7 @@ def compile_one(spec, arch):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from rmsnorm import configs
+    from rmsnorm.launch import configs
 
     kernel, source, options = _compile_inputs(spec, arch)
     compiled = triton.compile(ASTSource(fn=kernel, **source),
@@ -212,11 +212,12 @@ def compile_one(spec, arch):
     limit = configs.SMEM_LIMIT.get(arch, configs.SMEM_LIMIT_DEFAULT)
     if md.shared > limit:
         raise RuntimeError(f"{spec} on sm_{arch} takes {md.shared} bytes of shared memory, "
-                           f"more than the arch's {limit}: lower its stages in rmsnorm.configs")
-    from rmsnorm.aot_abi import ptx_parameter_kinds
+                           f"more than the arch's {limit}: lower its stages in "
+                           "rmsnorm.launch.configs")
+    from rmsnorm.aot.abi import ptx_parameter_kinds
 
     # The parameters the kernel takes, kind by kind, as its PTX declares them: the build
-    # checks them against the runtime's ABI (rmsnorm.aot_abi) from the metadata alone, which
+    # checks them against the runtime's ABI (rmsnorm.aot.abi) from the metadata alone, which
     # a carried cache holds without the PTX.
     ptx = compiled.asm["ptx"]
     return dict(name=md.name, num_warps=md.num_warps, shared=md.shared,
@@ -237,9 +238,9 @@ def _sources_hash():
     import triton
 
     h = hashlib.sha256(triton.__version__.encode())
-    here = pathlib.Path(__file__).parent
-    for path in sorted([*here.joinpath("kernels").glob("*.py"), here / "configs.py",
-                        here / "aot.py"]):
+    package = pathlib.Path(__file__).resolve().parents[1]
+    for path in sorted([*package.joinpath("kernels").glob("*.py"),
+                        package / "launch" / "configs.py", package / "aot" / "build.py"]):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -297,7 +298,7 @@ def build(out, archs, jobs, ptx_arch):
                 done += 1
                 if done % 100 == 0 or done == len(todo):
                     print(f"rmsnorm.aot: {done}/{len(todo)}", file=sys.stderr, flush=True)
-    from rmsnorm.aot_emit import emit
+    from rmsnorm.aot.emit import emit
 
     emit(out, per_arch, lambda spec, arch: paths[(spec, arch)], ptx_arch)
 

@@ -25,7 +25,7 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distrib
 from torch.distributed.tensor.experimental import register_sharding
 from torch.distributed.tensor.parallel import ParallelStyle
 
-from rmsnorm import autograd
+from rmsnorm.pytorch import autograd
 
 
 def is_dtensor(t):

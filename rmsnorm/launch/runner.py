@@ -17,7 +17,7 @@ try:
 except ImportError:  # pragma: no cover - every supported triton has it
     InterpretedFunction = ()
 
-from rmsnorm.configs import compile_options
+from rmsnorm.launch.configs import compile_options
 
 
 class Prepared:
@@ -28,7 +28,7 @@ class Prepared:
         self.constexprs = constexprs  # name -> value, in the kernel's parameter order
         self.num_warps = num_warps
         # The specialized int arguments (n, strides) all multiples of 16: with 16-byte aligned
-        # pointers, the JIT compiles a vectorised kernel (rmsnorm.configs.compile_options).
+        # pointers, the JIT compiles a vectorised kernel (rmsnorm.launch.configs.compile_options).
         self.ints_divisible = ints_divisible
         self.compiled = {}
         self.direct = not isinstance(kernel, InterpretedFunction)

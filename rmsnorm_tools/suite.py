@@ -40,7 +40,7 @@ def decode_shapes():
 
 def cases(dtypes=DTYPES, ops=OPS):
     """(op, dtype name, M, N, timing) of the suite, timing "median" (do_bench), "graph" or
-    "graph_hbm" (GPU time per call, replayed from a CUDA graph; rmsnorm.bench.TIMERS)."""
+    "graph_hbm" (GPU time per call, replayed from a CUDA graph; rmsnorm_tools.bench.TIMERS)."""
     out = []
     for dtype in dtypes:
         out += [(op, dtype, m, n, timing) for op in ops for m, n, timing in throughput_shapes()]

@@ -2,19 +2,21 @@
 
 Routes, all ending in the same kernels and launches (so results are bit-identical):
 - a DTensor x (eager or compiled): the differentiable custom ops, which DTensor runs on each
-  rank's shard by the rules of rmsnorm.distributed; out= and in-place are copies there;
-- under torch.compile: the custom ops of rmsnorm.autograd (opaque to the compiler, no graph
+  rank's shard by the rules of rmsnorm.integrations.dtensor; out= and in-place are copies there;
+- under torch.compile: the custom ops of rmsnorm.pytorch.autograd (opaque to the compiler, no graph
   breaks; differentiable, or writing into caller-owned tensors for out= and in-place);
 - eager autograd (an input requires grad): autograd.Functions calling the launcher;
 - plain eager inference: straight to the launcher, which costs the least host time; with the
-  "c" backend (rmsnorm.backend) first to librmsnorm, for what its kernels cover.
+  "c" backend (rmsnorm.pytorch.backend) first to librmsnorm, for what its kernels cover.
 """
 
 import sys
 
 import torch
 
-from rmsnorm import autograd, backend, ops, reference, validation
+from rmsnorm import reference
+from rmsnorm.launch import ops, validation
+from rmsnorm.pytorch import autograd, backend
 
 
 def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=None):
@@ -43,7 +45,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
         validation.check_scalars(eps, offset, casting_mode, weight, values=not compiling)
     llama = casting_mode == "llama"
     if sharded:
-        return _distributed().rms_norm(x, weight, eps, offset, llama, grad, out)
+        return _dtensor().rms_norm(x, weight, eps, offset, llama, grad, out)
     if grad:
         _no_out_under_autograd(out=out)
         if compiling:
@@ -85,8 +87,8 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
         validation.check_scalars(eps, offset, casting_mode, weight, values=not compiling)
     llama = casting_mode == "llama"
     if sharded:
-        return _distributed().fused_add_rms_norm(x, residual, weight, eps, offset, llama,
-                                                 inplace, grad, out)
+        return _dtensor().fused_add_rms_norm(x, residual, weight, eps, offset, llama,
+                                             inplace, grad, out)
     if grad:
         _no_out_under_autograd(out=out)
         if compiling:
@@ -116,12 +118,12 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
 def _is_dtensor(x):
     # Only tensor subclasses get here. A DTensor can only exist once torch.distributed.tensor
     # is imported; importing it for every user of rmsnorm would cost about half a second.
-    return "torch.distributed.tensor" in sys.modules and _distributed().is_dtensor(x)
+    return "torch.distributed.tensor" in sys.modules and _dtensor().is_dtensor(x)
 
 
-def _distributed():
-    from rmsnorm import distributed  # registers the sharding rules on first import
-    return distributed
+def _dtensor():
+    from rmsnorm.integrations import dtensor  # registers the sharding rules on first import
+    return dtensor
 
 
 def _needs_grad(*tensors):

@@ -1,5 +1,6 @@
-"""Launch layer under the public functions: validation, allocation and the launch of the forward
-and backward kernels. rmsnorm.functional (the public API) and rmsnorm.autograd call it."""
+"""The launcher under the public functions: validation, allocation and the launch of the
+forward and backward kernels. rmsnorm.pytorch.functional (the public API) and
+rmsnorm.pytorch.autograd call it."""
 
 import contextlib
 import functools
@@ -7,13 +8,14 @@ import functools
 import torch
 import triton.language as tl
 
-from rmsnorm import configs, reference, validation as v
+from rmsnorm import reference
 from rmsnorm.kernels.backward import bwd_loop_kernel, bwd_tile_kernel, dw_reduce_kernel
 from rmsnorm.kernels.backward_split import bwd_cols_kernel, bwd_dot_kernel
 from rmsnorm.kernels.forward import fwd_loop_kernel, fwd_tile_kernel
 from rmsnorm.kernels.forward_split import fwd_scale_kernel, fwd_sumsq_kernel
-from rmsnorm.layout import plan_rows
-from rmsnorm.runner import Prepared
+from rmsnorm.launch import configs, validation as v
+from rmsnorm.launch.layout import plan_rows
+from rmsnorm.launch.runner import Prepared
 
 try:
     from triton.runtime.interpreter import InterpretedFunction

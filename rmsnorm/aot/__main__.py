@@ -1,0 +1,5 @@
+import sys
+
+from rmsnorm.aot.build import main
+
+sys.exit(main())
