@@ -195,20 +195,20 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     // Arguments the kernel does not use get pointers it may never write through: as the
     // Python launcher passes them.
     const void* x = a.x.data;
-    const void* res = fused ? a.residual.data : x;
+    const void* residual = fused ? a.residual.data : x;
     const void* y = a.y.data;
-    const void* res_out = fused ? a.residual_out.data : y;
+    const void* residual_out = fused ? a.residual_out.data : y;
     const int64_t sx = row_stride(a.x.stride, a), sy = row_stride(a.y.stride, a),
-                  sr = fused ? row_stride(a.residual.stride, a) : 0,
-                  sro = fused ? row_stride(a.residual_out.stride, a) : 0;
+                  sresidual = fused ? row_stride(a.residual.stride, a) : 0,
+                  sresidual_out = fused ? row_stride(a.residual_out.stride, a) : 0;
     const size_t eb = element_bytes(a.x.dtype);
     using A = abi::ForwardArg;
     ForwardParams p;
     // One row stride per tensor here: the inner strides of two-level row addressing are 0.
     for (const auto& [outer, inner, stride] :
-         {std::tuple{A::kSxO, A::kSxI, sx}, std::tuple{A::kSrO, A::kSrI, sr},
+         {std::tuple{A::kSxO, A::kSxI, sx}, std::tuple{A::kSresidualO, A::kSresidualI, sresidual},
           std::tuple{A::kSyO, A::kSyI, sy},
-          std::tuple{A::kSresidualOutO, A::kSresidualOutI, sro}}) {
+          std::tuple{A::kSresidualOutO, A::kSresidualOutI, sresidual_out}}) {
         p.int32(outer, static_cast<int32_t>(stride));
         p.int32(inner, 0);
     }
@@ -222,9 +222,9 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
             return ptr(q) + static_cast<CUdeviceptr>(first * stride) * eb;
         };
         p.pointer(A::kX, at(x, sx));
-        p.pointer(A::kR, at(res, sr));
+        p.pointer(A::kResidual, at(residual, sresidual));
         p.pointer(A::kY, at(y, sy));
-        p.pointer(A::kResidualOut, at(res_out, sro));
+        p.pointer(A::kResidualOut, at(residual_out, sresidual_out));
         p.pointer(A::kRstd, a.rstd != nullptr ? ptr(a.rstd + first) : ptr(x));
         const auto m = static_cast<int32_t>(count);
         p.int32(A::kM, m);

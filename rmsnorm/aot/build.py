@@ -158,9 +158,9 @@ def _signature(spec, arch):
                       HAS_DRESIDUAL=spec.has_dresidual, HAS_DW=spec.has_dw)
     else:
         kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
-        pointers = dict(X=t, R=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
+        pointers = dict(X=t, RESIDUAL=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
         consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
-                      HAS_RES=spec.op == "add")
+                      HAS_RESIDUAL=spec.op == "add")
     types = {}
     for name in kernel.arg_names:
         if name in consts:

@@ -108,13 +108,13 @@ def _scale(v, rstd, w, NORM_DTYPE: tl.constexpr, HAS_W: tl.constexpr, LLAMA: tl.
 # 16, as a kernel of its own): the AOT build compiles the same code for every count.
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
 def fwd_tile_kernel(
-    X, R, W, Y, RESIDUAL_OUT, RSTD,
+    X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD,
     M, N, H, rstd_rows,
-    sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+    sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
     eps, offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
-    HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
@@ -131,7 +131,7 @@ def fwd_tile_kernel(
         for k in tl.static_range(CHUNKS):
             w_cols = k * BLOCK_N + cols
             ws = ws + (_load_weight(W, w_cols, w_cols < N, offset, ACC)[None, :],)
-    if HAS_RES:
+    if HAS_RESIDUAL:
         norm_dtype: tl.constexpr = RESIDUAL_OUT.dtype.element_ty
     else:
         norm_dtype: tl.constexpr = X.dtype.element_ty
@@ -146,10 +146,13 @@ def fwd_tile_kernel(
             mask = row_mask[:, None] & (c < N)
             kept = tl.load(X + x_row + c, mask=mask, other=0.0, eviction_policy="evict_first")
             v = kept.to(ACC)
-            if HAS_RES:
-                r_at = _row_start(rows, H, sr_o, sr_i, TWO_LEVEL)[:, None] + c
-                res = tl.load(R + r_at, mask=mask, other=0.0, eviction_policy="evict_first")
-                residual_out = round_to(v + res.to(ACC), RESIDUAL_OUT.dtype.element_ty, SOFT_BF16)
+            if HAS_RESIDUAL:
+                residual_at = _row_start(rows, H, sresidual_o, sresidual_i,
+                                         TWO_LEVEL)[:, None] + c
+                residual = tl.load(RESIDUAL + residual_at, mask=mask, other=0.0,
+                                   eviction_policy="evict_first")
+                residual_out = round_to(v + residual.to(ACC), RESIDUAL_OUT.dtype.element_ty,
+                                        SOFT_BF16)
                 residual_out_at = _row_start(rows, H, sresidual_out_o, sresidual_out_i,
                                              TWO_LEVEL)[:, None] + c
                 tl.store(RESIDUAL_OUT + residual_out_at, residual_out, mask=mask)
@@ -182,13 +185,13 @@ def fwd_tile_kernel(
 
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
 def fwd_loop_kernel(
-    X, R, W, Y, RESIDUAL_OUT, RSTD,
+    X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD,
     M, N, H, rstd_rows,
-    sx_o, sx_i, sr_o, sr_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+    sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
     eps, offset,
     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
-    HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
@@ -206,8 +209,8 @@ def fwd_loop_kernel(
         row = tl.cast(r, tl.int64)
         x_row = X + _row_start(row, H, sx_o, sx_i, TWO_LEVEL)
         y_row = Y + _row_start(row, H, sy_o, sy_i, TWO_LEVEL)
-        if HAS_RES:
-            r_row = R + _row_start(row, H, sr_o, sr_i, TWO_LEVEL)
+        if HAS_RESIDUAL:
+            residual_row = RESIDUAL + _row_start(row, H, sresidual_o, sresidual_i, TWO_LEVEL)
             residual_out_row = RESIDUAL_OUT + _row_start(row, H, sresidual_out_o,
                                                          sresidual_out_i, TWO_LEVEL)
             norm_dtype: tl.constexpr = RESIDUAL_OUT.dtype.element_ty
@@ -220,9 +223,11 @@ def fwd_loop_kernel(
             c = start + cols
             m = c < N
             v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
-            if HAS_RES:
-                res = tl.load(r_row + c, mask=m, other=0.0, eviction_policy="evict_first")
-                residual_out = round_to(v + res.to(ACC), RESIDUAL_OUT.dtype.element_ty, SOFT_BF16)
+            if HAS_RESIDUAL:
+                residual = tl.load(residual_row + c, mask=m, other=0.0,
+                                   eviction_policy="evict_first")
+                residual_out = round_to(v + residual.to(ACC), RESIDUAL_OUT.dtype.element_ty,
+                                        SOFT_BF16)
                 tl.store(residual_out_row + c, residual_out, mask=m, eviction_policy="evict_last")
                 v = residual_out.to(ACC)
             sum_sq += _tile_sumsq(v)
@@ -235,7 +240,7 @@ def fwd_loop_kernel(
         for i in tl.range(0, last + 1, num_stages=NUM_STAGES):
             c = (last - i) * BLOCK_N + cols
             m = c < N
-            if HAS_RES:
+            if HAS_RESIDUAL:
                 v = tl.load(residual_out_row + c, mask=m, other=0.0,
                             eviction_policy="evict_first").to(ACC)
             else:

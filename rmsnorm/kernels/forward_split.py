@@ -25,10 +25,10 @@ from rmsnorm.kernels.rounding import round_to
 
 @triton.jit(do_not_specialize=["M", "H"])
 def fwd_sumsq_kernel(
-    X, R, RESIDUAL_OUT, SS,
+    X, RESIDUAL, RESIDUAL_OUT, SS,
     M, N, H, T,
-    sx_o, sx_i, sr_o, sr_i, sresidual_out_o, sresidual_out_i,
-    BLOCK_N: tl.constexpr, HAS_RES: tl.constexpr, TWO_LEVEL: tl.constexpr,
+    sx_o, sx_i, sresidual_o, sresidual_i, sresidual_out_o, sresidual_out_i,
+    BLOCK_N: tl.constexpr, HAS_RESIDUAL: tl.constexpr, TWO_LEVEL: tl.constexpr,
     ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
     wait_for_prior_grid(PDL)
@@ -42,10 +42,11 @@ def fwd_sumsq_kernel(
         m = c < N
         v = tl.load(X + _row_start(row, H, sx_o, sx_i, TWO_LEVEL) + c, mask=m, other=0.0,
                     eviction_policy="evict_last").to(ACC)
-        if HAS_RES:
-            res = tl.load(R + _row_start(row, H, sr_o, sr_i, TWO_LEVEL) + c, mask=m,
-                          other=0.0, eviction_policy="evict_first")
-            residual_out = round_to(v + res.to(ACC), RESIDUAL_OUT.dtype.element_ty, SOFT_BF16)
+        if HAS_RESIDUAL:
+            residual_at = _row_start(row, H, sresidual_o, sresidual_i, TWO_LEVEL) + c
+            residual = tl.load(RESIDUAL + residual_at, mask=m, other=0.0,
+                               eviction_policy="evict_first")
+            residual_out = round_to(v + residual.to(ACC), RESIDUAL_OUT.dtype.element_ty, SOFT_BF16)
             at = _row_start(row, H, sresidual_out_o, sresidual_out_i, TWO_LEVEL) + c
             tl.store(RESIDUAL_OUT + at, residual_out, mask=m, eviction_policy="evict_last")
             v = residual_out.to(ACC)

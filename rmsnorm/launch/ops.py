@@ -268,7 +268,7 @@ def _split_forward_spec(device, items, fused, has_w, two_level, casting_mode, dt
                _sm_count(device) * launch.programs_per_sm)
     common = dict(BLOCK_N=launch.block_n, TWO_LEVEL=two_level, ACC=acc,
                   SOFT_BF16=INTERPRETED, PDL=_pdl(device))
-    sumsq = _prepare(fwd_sumsq_kernel, grid, 4, dict(common, HAS_RES=fused),
+    sumsq = _prepare(fwd_sumsq_kernel, grid, 4, dict(common, HAS_RESIDUAL=fused),
                      launch.num_warps, ints)
     scale = _prepare(fwd_scale_kernel, grid, 5,
                      dict(common, HAS_W=has_w, LLAMA=casting_mode == "llama"),
@@ -313,7 +313,7 @@ def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
              *st["x"], *st.get("residual", zero), *st["y"], *st.get("residual_out", zero))
     flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                  W_RESIDENT=launch.w_resident, CHUNKS=launch.chunks,
-                 KEEP_STORED=launch.keep_stored, HAS_RES=fused, HAS_W=w_dtype is not None,
+                 KEEP_STORED=launch.keep_stored, HAS_RESIDUAL=fused, HAS_W=w_dtype is not None,
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
     kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel

@@ -59,7 +59,7 @@ struct ArgInfo {
 // without their constexprs, then Triton's hidden ones (NULL).
 enum class ForwardArg : int {
     kX = 0,
-    kR = 1,
+    kResidual = 1,
     kW = 2,
     kY = 3,
     kResidualOut = 4,
@@ -70,8 +70,8 @@ enum class ForwardArg : int {
     kRstdRows = 9,
     kSxO = 10,
     kSxI = 11,
-    kSrO = 12,
-    kSrI = 13,
+    kSresidualO = 12,
+    kSresidualI = 13,
     kSyO = 14,
     kSyI = 15,
     kSresidualOutO = 16,
@@ -85,7 +85,7 @@ constexpr int kForwardArgCount = 22;
 constexpr int kForwardHiddenArgs = 2;  // the last ones
 constexpr ArgInfo kForwardArgs[kForwardArgCount] = {
     {ArgKind::kPointer, kAlignPointers, "X"},
-    {ArgKind::kPointer, kAlignPointers, "R"},
+    {ArgKind::kPointer, kAlignPointers, "RESIDUAL"},
     {ArgKind::kPointer, kAlignPointers, "W"},
     {ArgKind::kPointer, kAlignPointers, "Y"},
     {ArgKind::kPointer, kAlignPointers, "RESIDUAL_OUT"},
@@ -96,8 +96,8 @@ constexpr ArgInfo kForwardArgs[kForwardArgCount] = {
     {ArgKind::kInt32, kAlignNone, "rstd_rows"},
     {ArgKind::kInt32, kAlignVec, "sx_o"},
     {ArgKind::kInt32, kAlignVec, "sx_i"},
-    {ArgKind::kInt32, kAlignVec, "sr_o"},
-    {ArgKind::kInt32, kAlignVec, "sr_i"},
+    {ArgKind::kInt32, kAlignVec, "sresidual_o"},
+    {ArgKind::kInt32, kAlignVec, "sresidual_i"},
     {ArgKind::kInt32, kAlignVec, "sy_o"},
     {ArgKind::kInt32, kAlignVec, "sy_i"},
     {ArgKind::kInt32, kAlignVec, "sresidual_out_o"},

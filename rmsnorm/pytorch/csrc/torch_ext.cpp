@@ -148,20 +148,20 @@ py::object fused_add_forward(const at::Tensor& x, at::Tensor& residual,
         residual.sizes() != x.sizes() || residual.device() != x.device() ||
         (at::GradMode::is_enabled() && residual.requires_grad()))
         return py::none();
-    const auto sx = row_stride(x), sr = row_stride(residual);
-    if (!sx || !sr) return py::none();
+    const auto sx = row_stride(x), sresidual = row_stride(residual);
+    if (!sx || !sresidual) return py::none();
     if (inplace && (!residual.is_non_overlapping_and_dense() || ranges_meet(residual, x) ||
                     (weight && ranges_meet(residual, *weight))))
         return py::none();  // the Python path decides these element by element, or explains
     c10::cuda::CUDAGuard guard(x.device());
     at::Tensor y = empty_like_rows(x);
-    at::Tensor s = inplace ? residual : empty_like_rows(x);
+    at::Tensor residual_out = inplace ? residual : empty_like_rows(x);
     rmsnorm_forward_args a = args_of(x, *sx, weight, eps, offset, llama);
     a.y = {y.data_ptr(), a.n, a.x.dtype};
-    a.residual = {residual.data_ptr(), *sr, a.x.dtype};
-    a.residual_out = inplace ? a.residual : rmsnorm_rows{s.data_ptr(), a.n, a.x.dtype};
+    a.residual = {residual.data_ptr(), *sresidual, a.x.dtype};
+    a.residual_out = inplace ? a.residual : rmsnorm_rows{residual_out.data_ptr(), a.n, a.x.dtype};
     check(rmsnorm_fused_add_forward(&a, stream_of(x)));
-    return py::make_tuple(y, s);
+    return py::make_tuple(y, residual_out);
 }
 
 }  // namespace
