@@ -80,7 +80,8 @@ grep -q "^correctness: OK" "$log" || fail "rmsnorm-demo did not report correctne
 run env TRITON_INTERPRET=1 python - >>"$log" 2>&1 <<'EOF' || fail "looped kernels vs float64"
 import torch
 import rmsnorm
-from rmsnorm import configs, ops, reference
+from rmsnorm import reference
+from rmsnorm.launch import configs, ops
 
 assert ops.INTERPRETED
 g = torch.Generator().manual_seed(0)
