@@ -8,12 +8,11 @@ import functools
 import torch
 import triton.language as tl
 
-from rmsnorm import reference
 from rmsnorm.kernels.backward import bwd_loop_kernel, bwd_tile_kernel, dw_reduce_kernel
 from rmsnorm.kernels.backward_split import bwd_cols_kernel, bwd_dot_kernel
 from rmsnorm.kernels.forward import fwd_loop_kernel, fwd_tile_kernel
 from rmsnorm.kernels.forward_split import fwd_scale_kernel, fwd_sumsq_kernel
-from rmsnorm.launch import configs, validation as v
+from rmsnorm.launch import configs, contract, validation as v
 from rmsnorm.launch.layout import plan_rows
 from rmsnorm.launch.runner import Prepared
 
@@ -60,7 +59,7 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
     v.check_float64_not_mixed(x=x, residual=residual, weight=weight)
 
     norm_dtype = residual.dtype if fused else x.dtype
-    out_dtype = reference.output_dtype(norm_dtype, weight, casting_mode)
+    out_dtype = contract.output_dtype(norm_dtype, weight, casting_mode)
     if out is not None:
         v.check_same_shape("out", out, x, device)
         if out.dtype != out_dtype:
@@ -82,7 +81,7 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
         residual_out = residual
     elif fused and residual_out is None:
         residual_out = alloc(x.shape, residual.dtype, device)
-    rstd = alloc(x.shape[:-1], reference.acc_dtype(norm_dtype), device) if return_rstd else None
+    rstd = alloc(x.shape[:-1], contract.acc_dtype(norm_dtype), device) if return_rstd else None
 
     if x.numel() == 0:
         return y, residual_out, rstd
@@ -133,10 +132,10 @@ def alloc(shape, dtype, device):
 def _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd):
     """CPU without the interpreter: DESIGN.md's contract in PyTorch ops."""
     if residual is None:
-        y_ref, r = reference.contract_rms_norm(x, weight, eps, offset=offset,
+        y_ref, r = contract.contract_rms_norm(x, weight, eps, offset=offset,
                                                casting_mode=casting_mode)
     else:
-        y_ref, residual_out_ref, r = reference.contract_fused_add_rms_norm(
+        y_ref, residual_out_ref, r = contract.contract_fused_add_rms_norm(
             x, residual, weight, eps, offset=offset, casting_mode=casting_mode)
         residual_out.copy_(residual_out_ref)
     y.copy_(y_ref)
@@ -336,7 +335,7 @@ def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual
     if dresidual is not None and dresidual.shape != x.shape:
         raise ValueError(f"dresidual has shape {tuple(dresidual.shape)}, expected "
                          f"{tuple(x.shape)}")
-    acc = reference.acc_dtype(x.dtype)
+    acc = contract.acc_dtype(x.dtype)
     if rstd.dtype != acc or rstd.shape != x.shape[:-1]:
         raise ValueError(f"rstd must be the forward's: shape {tuple(x.shape[:-1])} and dtype "
                          f"{acc}, got {tuple(rstd.shape)} {rstd.dtype}")
@@ -351,7 +350,7 @@ def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual
         dw = torch.zeros_like(weight) if need_dw else None
         return dx, dw
     if x.device.type == "cpu" and not INTERPRETED:
-        dx_ref, dw_ref = reference.contract_rms_norm_backward(
+        dx_ref, dw_ref = contract.contract_rms_norm_backward(
             dy, x, weight, rstd, offset=offset, casting_mode=casting_mode, dresidual=dresidual)
         dx.copy_(dx_ref)
         return dx, dw_ref if need_dw else None

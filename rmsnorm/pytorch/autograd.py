@@ -30,8 +30,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from rmsnorm import reference
-from rmsnorm.launch import ops
+from rmsnorm.launch import contract, ops
 
 
 def _mode(llama):
@@ -39,7 +38,7 @@ def _mode(llama):
 
 
 def _no_rstd(x):
-    return x.new_empty((0,), dtype=reference.acc_dtype(x.dtype))
+    return x.new_empty((0,), dtype=contract.acc_dtype(x.dtype))
 
 
 @torch.library.custom_op("rmsnorm::fwd", mutates_args=())
@@ -52,13 +51,13 @@ def fwd(x: Tensor, weight: Optional[Tensor], eps: float, offset: float, llama: b
 
 @fwd.register_fake
 def _fwd_fake(x, weight, eps, offset, llama, save_rstd):
-    y = x.new_empty(x.shape, dtype=reference.output_dtype(x.dtype, weight, _mode(llama)))
+    y = x.new_empty(x.shape, dtype=contract.output_dtype(x.dtype, weight, _mode(llama)))
     return y, _rstd_fake(x, x.dtype, save_rstd)
 
 
 def _rstd_fake(x, norm_dtype, save_rstd):
     shape = x.shape[:-1] if save_rstd else (0,)
-    return x.new_empty(shape, dtype=reference.acc_dtype(norm_dtype))
+    return x.new_empty(shape, dtype=contract.acc_dtype(norm_dtype))
 
 
 @torch.library.custom_op("rmsnorm::add_fwd", mutates_args=())
@@ -73,7 +72,7 @@ def add_fwd(x: Tensor, residual: Tensor, weight: Optional[Tensor], eps: float, o
 @add_fwd.register_fake
 def _add_fwd_fake(x, residual, weight, eps, offset, llama, save_rstd):
     y = x.new_empty(x.shape,
-                    dtype=reference.output_dtype(residual.dtype, weight, _mode(llama)))
+                    dtype=contract.output_dtype(residual.dtype, weight, _mode(llama)))
     residual_out = x.new_empty(x.shape, dtype=residual.dtype)
     return y, residual_out, _rstd_fake(x, residual.dtype, save_rstd)
 
@@ -143,12 +142,12 @@ def _differentiable_grads(dy, x, weight, dresidual, eps, offset, llama, need_dw)
     the kernels' dx already treats it. Values: the kernels' within fp32 rounding (another
     reduction order, rstd recomputed). Plain tensor ops, so DTensor runs them too.
     """
-    acc = reference.acc_dtype(x.dtype)
+    acc = contract.acc_dtype(x.dtype)
     v = x.to(acc)
-    r = torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + reference.fp32(eps))
+    r = torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + contract.fp32(eps))
     xhat = v * r
     dy = dy.to(acc)
-    g = dy if weight is None else dy * (weight.to(acc) + reference.fp32(offset))
+    g = dy if weight is None else dy * (weight.to(acc) + contract.fp32(offset))
     dx = r * (g - xhat * (g * xhat).mean(-1, keepdim=True))
     if dresidual is not None:
         dx = dx + dresidual.to(acc)

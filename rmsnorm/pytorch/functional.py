@@ -14,8 +14,7 @@ import sys
 
 import torch
 
-from rmsnorm import reference
-from rmsnorm.launch import ops, validation
+from rmsnorm.launch import contract, ops, validation
 from rmsnorm.pytorch import autograd, backend
 
 
@@ -104,7 +103,7 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
             y, residual_out, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, False)
             return y, residual_out
         if out is None:
-            out = torch.empty(x.shape, device=x.device, dtype=reference.output_dtype(
+            out = torch.empty(x.shape, device=x.device, dtype=contract.output_dtype(
                 residual.dtype, weight, casting_mode))
         residual_out = residual if inplace else torch.empty_like(
             residual, memory_format=torch.contiguous_format)
