@@ -1,7 +1,8 @@
 """Double backward (create_graph=True): the first-order gradients carry a graph, so gradient
 penalties and other higher-order losses are right, on both autograd routes:
 
-- "eager": the public functions under eager autograd (rmsnorm.pytorch.autograd.EagerNorm/EagerAddNorm);
+- "eager": the public functions under eager autograd
+  (rmsnorm.pytorch.autograd.EagerNorm/EagerAddNorm);
 - "op": the custom ops' registered autograd (rmsnorm.pytorch.autograd.fwd/add_fwd, called directly
   here; the route of DTensor inputs, checked on two ranks at the end, and of torch.compile's
   backend="eager").
