@@ -85,12 +85,13 @@ from rmsnorm.launch import configs, ops
 
 assert ops.INTERPRETED
 g = torch.Generator().manual_seed(0)
-x = torch.randn(5, 300, generator=g, requires_grad=True)
-w = (torch.randn(300, generator=g) * 0.5 + 1).requires_grad_()
+x = torch.randn(5, 300, generator=g)
+w = torch.randn(300, generator=g) * 0.5 + 1
 dy = torch.randn(5, 300, generator=g)
-with configs.max_tile(64):
-    y = rmsnorm.rms_norm(x, w)
-    got = (y, *torch.autograd.grad(y, (x, w), dy))
+# Explicit looped launches of 64-column tiles: rows of 300 take five of them.
+loop = configs.Launch("loop", 64, 1, 2, 1, 4, False, False)
+y, _, rstd = ops.forward(x, w, 1e-6, return_rstd=True, launch=loop)
+got = (y, *ops.backward(dy, x, w, rstd, launch=loop))
 x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
 y64 = reference.float64_rms_norm(x64, w64)
 want = (y64, *torch.autograd.grad(y64, (x64, w64), dy.double()))

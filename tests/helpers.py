@@ -1,5 +1,7 @@
 """Data, tolerances and comparisons shared by the kernel tests."""
 
+import contextlib
+import dataclasses
 import zlib
 
 import torch
@@ -7,6 +9,7 @@ from torch import nn
 
 import rmsnorm
 from rmsnorm import reference
+from rmsnorm.launch import configs
 
 # Relative error allowed against the float64 ground truth: two roundings to the dtype (llama
 # rounds twice) plus fp32 reduction noise; fp32 and fp64 at their own level.
@@ -146,3 +149,28 @@ class NormBlock(nn.Module):
 
     def forward(self, x, residual):
         return self.norm2(self.proj(self.norm1(x)), residual)
+
+
+@contextlib.contextmanager
+def max_tile(n):
+    """Tiles capped at n elements while it lasts, so that rows the interpreter can run take
+    the looped path: a row whose tile is wider takes the table's loop row, narrowed to n. The
+    launcher is not told: its table lookup (configs._launch) is swapped for the capped one."""
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"max_tile must be a power of two >= 1, got {n}")
+    table_launch = configs._launch
+
+    def capped(op, width, elem_bytes, streams, weight_bytes, arch, dtype):
+        group = configs.rules_for(op, elem_bytes, arch, dtype)
+        rule = group[configs.rule_index(op, width, elem_bytes, arch, dtype)]
+        if rule.path == "tile" and rule.block_n <= n:
+            return table_launch(op, width, elem_bytes, streams, weight_bytes, arch, dtype)
+        loop = group[-1]
+        return configs.rule_launch(dataclasses.replace(loop, block_n=min(loop.block_n, n)),
+                                   streams, weight_bytes, arch)
+
+    configs._launch = capped
+    try:
+        yield
+    finally:
+        configs._launch = table_launch

@@ -7,6 +7,7 @@ import torch
 import rmsnorm
 from rmsnorm import reference
 from rmsnorm.launch import configs, ops
+import helpers
 from helpers import randn, seed_of, weight_for
 
 F64 = torch.float64
@@ -90,7 +91,7 @@ def test_gradcheck_looped_path(device, fused):
     seed = seed_of("gradcheck-loop", fused)
     x, res = randn((3, 20), F64, device, seed), randn((3, 20), F64, device, seed + 1)
     w = weight_for(20, F64, device, seed)
-    with configs.max_tile(8):
+    with helpers.max_tile(8):
         assert configs.backward_launch(20, 8, fused).path == "loop"
         if fused:
             gradcheck(lambda a, b, c: rmsnorm.fused_add_rms_norm(a, b, c), (x, res, w), device)
@@ -221,7 +222,7 @@ def test_backward_is_bit_identical_from_run_to_run(device, n, max_tile, fused):
     m = 3000 if device == "cuda" else 24  # on the GPU: many programs, many partial rows
     x, w, dy, dresidual, rstd = backward_inputs("determinism", (m, n), torch.bfloat16, device,
                                                 fused)
-    with configs.max_tile(max_tile or 1 << 20):
+    with helpers.max_tile(max_tile or 1 << 20):
         first = ops.backward(dy, x, w, rstd, dresidual=dresidual)
         second = ops.backward(dy, x, w, rstd, dresidual=dresidual)
     assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])

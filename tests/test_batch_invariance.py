@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from rmsnorm.launch import configs, ops
+import helpers
 from helpers import assert_same_bits, randn, seed_of, weight_for
 
 ON_GPU = torch.cuda.is_available()
@@ -22,7 +23,7 @@ DTYPES = [torch.bfloat16, torch.float32]
 
 
 def cap(limit):
-    return configs.max_tile(limit) if limit else contextlib.nullcontext()
+    return helpers.max_tile(limit) if limit else contextlib.nullcontext()
 
 
 def batch_holding(row, m, position, seed):

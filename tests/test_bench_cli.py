@@ -11,6 +11,7 @@ import torch
 
 from rmsnorm.launch import configs
 from rmsnorm_tools import bench, sweep, table_gen
+import helpers
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ def test_sweep_writes_its_winner_into_the_launch_table(fake_timer, monkeypatch, 
     monkeypatch.setattr(sweep, "PROGRAMS_PER_SM", {"fwd": {"tile": (4,), "loop": (1,)},
                                                    "bwd": {"tile": (2,), "loop": (2,)}})
     path, table = tmp_path / "sweep.json", tmp_path / "table.py"
-    with configs.max_tile(64):  # 3x100 takes the loop path
+    with helpers.max_tile(64):  # 3x100 takes the loop path
         sweep.main(["--op", op, "--shapes", shape, "--json", str(path), "--table", str(table)])
     result = json.loads(path.read_text())[0]
     best = result["best"]

@@ -3,6 +3,7 @@
 import pytest
 
 from rmsnorm.launch import configs
+import helpers
 
 
 @pytest.mark.parametrize("elem_bytes", [2, 4, 8])
@@ -46,13 +47,13 @@ def test_pipeline_depth_is_cut_to_the_shared_memory_budget():
 
 
 def test_max_tile_override_reaches_the_looped_path_and_restores():
-    with configs.max_tile(64):
+    with helpers.max_tile(64):
         assert configs.forward_launch(64, 2, False).path == "tile"
         launch = configs.forward_launch(65, 2, False)
         assert launch.path == "loop" and launch.block_n == 64
     assert configs.forward_launch(65, 2, False).path == "tile"
     with pytest.raises(ValueError, match="power of two"):
-        with configs.max_tile(48):
+        with helpers.max_tile(48):
             pass
 
 

@@ -13,6 +13,7 @@ import rmsnorm
 from rmsnorm import reference
 from rmsnorm.launch import configs, interpreter_compat as compat, ops
 
+import helpers
 from helpers import assert_close_float64, randn, seed_of, weight_for
 
 interpreted = pytest.mark.skipif(not ops.INTERPRETED, reason="Triton's interpreter is off")
@@ -64,7 +65,7 @@ def test_loops_with_a_runtime_bound_run(dtype):
     w = weight_for(n, dtype, "cpu", seed)
     dy = randn((m, n), dtype, "cpu", seed + 2)
     index_before = getattr(tl.tensor, "__index__", None)
-    with configs.max_tile(64):
+    with helpers.max_tile(64):
         y, _, rstd = ops.forward(x, w, 1e-6, return_rstd=True)
         dx, dw = ops.backward(dy, x, w, rstd)
     assert getattr(tl.tensor, "__index__", None) is index_before  # undone after the run

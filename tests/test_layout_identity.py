@@ -10,6 +10,7 @@ import torch
 
 import rmsnorm
 from rmsnorm.launch import configs, ops
+import helpers
 from helpers import assert_same_bits, randn, seed_of, weight_for
 
 ON_GPU = torch.cuda.is_available()
@@ -60,7 +61,7 @@ def flat(t):
 
 
 def cap(limit):
-    return configs.max_tile(limit) if limit else contextlib.nullcontext()
+    return helpers.max_tile(limit) if limit else contextlib.nullcontext()
 
 
 def inputs(tag, dtype, device, m, n):

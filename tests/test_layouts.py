@@ -6,6 +6,7 @@ import torch
 import rmsnorm
 from rmsnorm import reference
 from rmsnorm.launch import configs
+import helpers
 from helpers import (assert_close_float64, assert_matches_recipe, nan_like, randn,
                      recipe_rms_norm, seed_of, weight_for)
 
@@ -96,7 +97,7 @@ def test_looped_path_for_rows_longer_than_one_tile(device, dtype, n, casting_mod
     seed = seed_of("loop", dtype, n, casting_mode)
     x = randn((7, n), dtype, device, seed, scale=2.0)
     w = weight_for(n, dtype, device, seed)
-    with configs.max_tile(32):
+    with helpers.max_tile(32):
         assert configs.forward_launch(n, x.element_size(), False).path == "loop"
         y, _, rstd = rmsnorm.launch.ops.forward(x, w, casting_mode=casting_mode, out=nan_like(x),
                                          return_rstd=True)
@@ -116,7 +117,7 @@ def test_looped_path_fused_add(device, dtypes, inplace):
     x0, r0 = x.clone(), residual.clone()
     w = weight_for(300, xd, device, seed)
     out = x if xd == rd else None  # an fp32 stream normalizes to fp32: x cannot hold y
-    with configs.max_tile(64):
+    with helpers.max_tile(64):
         y, s = rmsnorm.fused_add_rms_norm(x, residual, w, inplace=inplace, out=out)
     s_ref = reference.residual_add(x0, r0)
     assert torch.equal(s.cpu(), s_ref.cpu())
@@ -127,7 +128,7 @@ def test_looped_path_strided_rows(device):
     seed = seed_of("loop-strided")
     x = randn((4, 6, 200), torch.float32, device, seed)[:, 1:5]
     w = weight_for(200, torch.float32, device, seed)
-    with configs.max_tile(64):
+    with helpers.max_tile(64):
         y = rmsnorm.rms_norm(x, w)
     check(x, w, y)
 
@@ -154,7 +155,7 @@ def test_a_capped_tile_is_honoured_after_the_same_call_ran_uncapped(device, monk
 
     spy_on("fwd_loop_kernel")
     spy_on("fwd_sumsq_kernel")
-    with configs.max_tile(32):
+    with helpers.max_tile(32):
         y = rmsnorm.rms_norm(x)
     assert launched, "no looped kernel ran under max_tile(32)"
     check(x, None, y)

@@ -7,6 +7,7 @@ import torch
 import rmsnorm
 from rmsnorm import reference
 from rmsnorm.launch import configs
+import helpers
 from helpers import (assert_close_float64, assert_matches_recipe, randn, recipe_rms_norm,
                      seed_of, weight_for)
 
@@ -56,7 +57,7 @@ def test_inf_and_nan_poison_only_their_own_row(device, dtype, max_tile):
     x[20, 0] = float("-inf")
     w = weight_for(1000, dtype, device, seed)
     if max_tile:
-        with configs.max_tile(max_tile):
+        with helpers.max_tile(max_tile):
             y = rmsnorm.rms_norm(x, w)
     else:
         y = rmsnorm.rms_norm(x, w)

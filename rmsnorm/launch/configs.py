@@ -19,7 +19,6 @@ Paths:
   served mostly from L2). No limit on N.
 """
 
-import contextlib
 import dataclasses
 import functools
 import typing
@@ -179,23 +178,6 @@ def rules_for(op: str, elem_bytes: int, arch: int = DEFAULT_ARCH,
 
 OPS = ("fwd", "add", "bwd")
 
-_max_tile_override = None
-
-
-@contextlib.contextmanager
-def max_tile(n: int):
-    """Temporarily cap tiles at n elements (tests use it to reach the looped path at sizes
-    the interpreter can run)."""
-    global _max_tile_override
-    if n < 1 or n & (n - 1):
-        raise ValueError(f"max_tile must be a power of two >= 1, got {n}")
-    saved, _max_tile_override = _max_tile_override, n
-    try:
-        yield
-    finally:
-        _max_tile_override = saved
-
-
 def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -224,14 +206,14 @@ def forward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
     weight_bytes is the weight's element size (0: no weight); arch the GPU's compute
     capability (major * 10 + minor)."""
     op = "add" if fused else "fwd"
-    return _launch_for(op, n, elem_bytes, streams(op, fused), weight_bytes, arch, dtype)
+    return _launch(op, n, elem_bytes, streams(op, fused), weight_bytes, arch, dtype)
 
 
 def backward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
                     arch: int = DEFAULT_ARCH, dtype: typing.Optional[str] = None) -> Launch:
     """The backward launch for rows of n elements (elem_bytes: the widest of x, dy and, fused,
     the residual's gradient; dtype: theirs, as forward_launch's)."""
-    return _launch_for("bwd", n, elem_bytes, streams("bwd", fused), weight_bytes, arch, dtype)
+    return _launch("bwd", n, elem_bytes, streams("bwd", fused), weight_bytes, arch, dtype)
 
 
 def rule_index(op: str, n: int, elem_bytes: int, arch: int = DEFAULT_ARCH,
@@ -245,36 +227,24 @@ def rule_index(op: str, n: int, elem_bytes: int, arch: int = DEFAULT_ARCH,
     return len(group) - 1
 
 
-def rule_launch(rule: Rule, streams: int, weight_bytes: int, arch: int = DEFAULT_ARCH,
-                limit: typing.Optional[int] = None) -> Launch:
+def rule_launch(rule: Rule, streams: int, weight_bytes: int,
+                arch: int = DEFAULT_ARCH) -> Launch:
     """The launch of a table row: its pipelining depth cut to the arch's shared memory for
-    `streams` row streams and the weight's element size; limit (tests) caps the tile."""
-    width = rule.block_n if limit is None else min(rule.block_n, limit)
-    warps = max(1, min(rule.num_warps, width * rule.chunks * rule.rows // 256))
+    `streams` row streams and the weight's element size."""
+    warps = max(1, min(rule.num_warps, rule.block_n * rule.chunks * rule.rows // 256))
     reloads_weight = rule.path != "tile" or not rule.w_resident
-    per_stage = _stage_bytes(width * rule.chunks, rule.rows, rule.elem_bytes, weight_bytes,
-                             streams, reloads_weight)
-    return Launch(rule.path, width, rule.rows, warps,
+    per_stage = _stage_bytes(rule.block_n * rule.chunks, rule.rows, rule.elem_bytes,
+                             weight_bytes, streams, reloads_weight)
+    return Launch(rule.path, rule.block_n, rule.rows, warps,
                   _fit_stages(rule.num_stages, per_stage, smem_budget(arch)),
                   rule.programs_per_sm, rule.w_resident,
                   rule.dw_resident and rule.path == "tile", rule.chunks,
                   rule.keep_stored and rule.path == "tile")
 
 
-def _launch_for(op, n, elem_bytes, streams, weight_bytes, arch, dtype):
-    return _launch(op, n, elem_bytes, streams, weight_bytes, arch, dtype, _max_tile_override)
-
-
 @functools.lru_cache(maxsize=4096)  # on every call's path: keep the table walk off it
-def _launch(op, n, elem_bytes, streams, weight_bytes, arch, dtype, limit):
-    group = rules_for(op, elem_bytes, arch, dtype)
-    rule = group[rule_index(op, n, elem_bytes, arch, dtype)]
-    if limit is not None and rule.path == "tile" and rule.block_n > limit:
-        # A capped tile (tests): the row takes the loop, whose tile (and warps) the cap
-        # narrows too.
-        rule = group[-1]
-    if limit is not None and rule.path == "loop":
-        return rule_launch(rule, streams, weight_bytes, arch, limit)
+def _launch(op, n, elem_bytes, streams, weight_bytes, arch, dtype):
+    rule = rules_for(op, elem_bytes, arch, dtype)[rule_index(op, n, elem_bytes, arch, dtype)]
     return rule_launch(rule, streams, weight_bytes, arch)
 
 
