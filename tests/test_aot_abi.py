@@ -127,17 +127,22 @@ PTX = """
 
 
 def test_the_ptx_parameter_list_is_read_kind_by_kind():
-    assert aot_abi.ptx_parameter_kinds(PTX, "k") == ["pointer", "int32", "float32", "pointer"]
+    declarations = aot_abi.ptx_parameters(PTX, "k")
+    assert declarations == [".u64 .ptr .global .align 1", ".u32", ".f32",
+                            ".u64 .ptr .global .align 1"]
+    kinds = [aot_abi.ptx_kind(d) for d in declarations]
+    assert kinds == ["pointer", "int32", "float32", "pointer"]
+    assert aot_abi.ptx_kind(".u16") is None
 
 
 def test_a_kernel_whose_ptx_takes_other_parameters_fails_the_build():
     spec = next(s for s in aot.specs(90) if s.op == "reduce")
-    other = {"name": "k", "parameters": aot_abi.ptx_parameter_kinds(PTX, "k")}
+    other = {"name": "k", "parameters": aot_abi.ptx_parameters(PTX, "k")}
     with pytest.raises(RuntimeError, match="other parameters"):
         aot_abi.check_parameters(90, [spec], [other])
     kinds = [k for _, k, _ in aot_abi.family_parameters("Reduce", 90)]
     decl = {"pointer": ".u64 .ptr .global .align 1", "int32": ".u32", "float32": ".f32"}
     ptx = ".visible .entry k(\n" + ",\n".join(
         f"\t.param {decl[k]} k_param_{i}" for i, k in enumerate(kinds)) + "\n)\n"
-    own = {"name": "k", "parameters": aot_abi.ptx_parameter_kinds(ptx, "k")}
+    own = {"name": "k", "parameters": aot_abi.ptx_parameters(ptx, "k")}
     aot_abi.check_parameters(90, [spec], [own])  # the family's own list passes

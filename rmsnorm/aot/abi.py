@@ -2,8 +2,7 @@
 key packs (rmsnorm.aot.build.KEY_FIELDS), the op, dtype and alignment codes, which casting
 modes are compiled, the dw reduction's column blocks, and each kernel family's parameter
 slots: the kernels' own argument lists without their constexprs, then the parameters Triton
-appends (HIDDEN), each with its kind and with
-the arguments each alignment class assumes aligned.
+appends (HIDDEN), each with its kind and the alignment class that assumes it aligned.
 
     python -m rmsnorm.aot.abi            # writes cpp/src/generated/kernel_abi.hpp
     python -m rmsnorm.aot.abi --check    # exit 1 if the committed header differs
@@ -15,6 +14,7 @@ parameter list against it (rmsnorm.aot.emit), so a Triton that passes other para
 the build instead of the launch."""
 
 import argparse
+import functools
 import pathlib
 import sys
 
@@ -55,6 +55,7 @@ def parameters(spec, arch=90):
     return out + [(name, "pointer", None) for name in HIDDEN]
 
 
+@functools.lru_cache(maxsize=None)  # walks every spec: header() and the build's check share it
 def family_parameters(name, arch=90):
     """The parameters of family `name`, checked to be those of every specialization it has on
     arch."""
@@ -175,15 +176,15 @@ def check_header():
 
 def check_parameters(arch, specs, metas):
     """Raises unless every compiled kernel (metas: rmsnorm.aot.build.compile_one's, of specs on
-    arch, with the kinds its PTX declares) takes its family's parameters, kind by kind, as
-    the header lists them: a Triton that appends other hidden parameters must fail the build,
-    not the launch."""
+    arch, with the parameter declarations of its PTX) takes its family's parameters, kind by
+    kind, as the header lists them: a Triton that appends other hidden parameters must fail
+    the build, not the launch."""
     kinds = {}
     for name, ops in FAMILIES.items():
         for op in ops:
             kinds[op] = [kind for _, kind, _ in family_parameters(name, arch)]
     for spec, meta in zip(specs, metas):
-        got = meta.get("parameters")
+        got = [ptx_kind(decl) for decl in meta.get("parameters", ())]
         if got != kinds[spec.op]:
             raise RuntimeError(
                 f"{spec} on sm_{arch}: its PTX entry takes {got}, the ABI {kinds[spec.op]} "
@@ -195,16 +196,20 @@ def check_parameters(arch, specs, metas):
 PTX_KINDS = {".u64 .ptr": "pointer", ".u32": "int32", ".f32": "float32"}
 
 
-def ptx_parameter_kinds(ptx, name):
-    """The kind of each parameter of kernel `name`'s entry in ptx, in order (None for a PTX
-    type that is none of PTX_KINDS)."""
+def ptx_parameters(ptx, name):
+    """The declaration of each parameter of kernel `name`'s entry in ptx, in order, without
+    `.param` and the parameter's name (".u64 .ptr .global .align 1", ".u32", ...): what the
+    AOT cache keeps, so that reading it (ptx_kind) may change without a rebuild."""
     start = ptx.index(f".entry {name}(")
-    out = []
-    for line in ptx[start:ptx.index(")", start)].splitlines()[1:]:
-        decl = line.strip().removeprefix(".param ")
-        out.append(next((kind for prefix, kind in PTX_KINDS.items()
-                         if decl.startswith(prefix + " ")), None))
-    return out
+    lines = ptx[start:ptx.index(")", start)].splitlines()[1:]
+    return [line.strip().removeprefix(".param ").rstrip(",").rsplit(" ", 1)[0] for line in lines]
+
+
+def ptx_kind(declaration):
+    """The kind of a PTX parameter declaration (ptx_parameters'), or None for a type that is
+    none of PTX_KINDS."""
+    return next((kind for prefix, kind in PTX_KINDS.items()
+                 if declaration == prefix or declaration.startswith(prefix + " ")), None)
 
 
 def main(argv=None):

@@ -214,15 +214,14 @@ def compile_one(spec, arch):
         raise RuntimeError(f"{spec} on sm_{arch} takes {md.shared} bytes of shared memory, "
                            f"more than the arch's {limit}: lower its stages in "
                            "rmsnorm.launch.configs")
-    from rmsnorm.aot.abi import ptx_parameter_kinds
+    from rmsnorm.aot.abi import ptx_parameters
 
-    # The parameters the kernel takes, kind by kind, as its PTX declares them: the build
-    # checks them against the runtime's ABI (rmsnorm.aot.abi) from the metadata alone, which
-    # a carried cache holds without the PTX.
+    # The parameters the kernel takes, as its PTX declares them: the build checks them against
+    # the runtime's ABI (rmsnorm.aot.abi) from the metadata alone, which a carried cache holds
+    # without the PTX.
     ptx = compiled.asm["ptx"]
     return dict(name=md.name, num_warps=md.num_warps, shared=md.shared,
-                parameters=ptx_parameter_kinds(ptx, md.name), cubin=compiled.asm["cubin"],
-                ptx=ptx)
+                parameters=ptx_parameters(ptx, md.name), cubin=compiled.asm["cubin"], ptx=ptx)
 
 
 def grid_facts(spec, arch):
