@@ -278,10 +278,11 @@ void backward_params(const rmsnorm_backward_args& a, bool fused, const void* par
     p.float32(A::kOffset, a.offset);
 }
 
-// The backward's kernel for validated args on the current device (shared by the workspace
-// query and the launch, so that both see the same grid).
+// The backward's kernel for validated args on the current device, and its arguments in p
+// (shared by the workspace query and the launch, so that both see the same grid).
 rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const void* workspace,
-                             Context& c, KernelKey& key, const KernelImage** image) {
+                             Context& c, KernelKey& key, BackwardParams& p,
+                             const KernelImage** image) {
     rmsnorm_status s = RMSNORM_SUCCESS;
     if (fused != (a.dresidual.data != nullptr)) {
         return invalid(fused ? "dresidual.data is NULL; rmsnorm_fused_add_backward adds it"
@@ -308,7 +309,6 @@ rmsnorm_status backward_plan(const rmsnorm_backward_args& a, bool fused, const v
     key = key_of(*c.device->set, Op::kBackward, act, a.weight, a.casting_mode, a.n);
     key.has_dresidual = fused;
     key.has_dw = a.dw != nullptr;
-    BackwardParams p;
     backward_params(a, fused, key.has_dw ? workspace : a.rstd, p);
     key.align = p.alignment();
     *image = find_image(*c.device, key);
@@ -329,8 +329,9 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
     if (s != RMSNORM_SUCCESS) return s;
     Context c{};
     KernelKey key{};
+    BackwardParams p;
     const KernelImage* image = nullptr;
-    if ((s = backward_plan(a, fused, workspace, c, key, &image)) != RMSNORM_SUCCESS) return s;
+    if ((s = backward_plan(a, fused, workspace, c, key, p, &image)) != RMSNORM_SUCCESS) return s;
     if (a.rows == 0) {
         // No rows: dw is a sum over nothing.
         if (a.dw == nullptr) return succeed();
@@ -349,9 +350,6 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
     const int64_t grid = programs_for(*k.image, a.rows, c.device->sm_count);
-
-    BackwardParams p;
-    backward_params(a, fused, key.has_dw ? workspace : a.rstd, p);
     if ((s = launch(c, k, grid, p, stream, a.launch_flags)) != RMSNORM_SUCCESS || !key.has_dw)
         return s;
 
@@ -394,10 +392,11 @@ rmsnorm_status rmsnorm_backward_workspace_size(const rmsnorm_backward_args* args
     if (s != RMSNORM_SUCCESS) return s;
     Context c{};
     KernelKey key{};
+    BackwardParams p;
     const KernelImage* image = nullptr;
     // The workspace's alignment does not change the grid: plan as if it were aligned.
     static const float kAligned[4] __attribute__((aligned(16))) = {};
-    if ((s = backward_plan(a, a.dresidual.data != nullptr, kAligned, c, key, &image)) !=
+    if ((s = backward_plan(a, a.dresidual.data != nullptr, kAligned, c, key, p, &image)) !=
         RMSNORM_SUCCESS)
         return s;
     *bytes = workspace_bytes_of(a, *image, *c.device);
