@@ -74,7 +74,7 @@ def check_device(prog):
 # GPU time. Without it a call that takes longer to launch than the flush takes to run is timed
 # waiting for its launch: the 2^26-element bf16 forward (70 us of GPU time) read 73-95% of copy
 # as single calls in a run where its CUDA-graph replays read 96-99% (docs/PERFORMANCE.md,
-# "After the baseline").
+# "Between the two baselines").
 HOST_SLACK_CYCLES = 400_000
 # Bytes written before each timed call to flush the L2 (what triton.testing.do_bench writes).
 FLUSH_BYTES = 256 * 1024 * 1024

@@ -20,7 +20,11 @@ ENUMS = {"RMSNORM_F32": clib.DTYPES[torch.float32], "RMSNORM_F16": clib.DTYPES[t
          "RMSNORM_GEMMA": clib.MODES["gemma"]}
 
 
-def _c_layout(tmp_path):
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory):
+    """{(struct, field): offset, (struct, "size"): size, ("enum", name): value}, as the C
+    compiler lays out rmsnorm.h (one compile for the module's tests)."""
+    tmp_path = tmp_path_factory.mktemp("clib_layout")
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler to read rmsnorm.h's layout with")
@@ -45,15 +49,13 @@ def _c_layout(tmp_path):
     return out
 
 
-def test_every_struct_field_lies_where_the_c_compiler_puts_it(tmp_path):
-    layout = _c_layout(tmp_path)
+def test_every_struct_field_lies_where_the_c_compiler_puts_it(layout):
     for name, struct in STRUCTS.items():
         assert layout[(name, "size")] == ctypes.sizeof(struct), name
         for field, _ in struct._fields_:
             assert layout[(name, field)] == getattr(struct, field).offset, (name, field)
 
 
-def test_dtype_and_casting_mode_codes_are_the_headers(tmp_path):
-    layout = _c_layout(tmp_path)
+def test_dtype_and_casting_mode_codes_are_the_headers(layout):
     for name, value in ENUMS.items():
         assert layout[("enum", name)] == value, name
