@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds librmsnorm (cpp/: the AOT-compiled kernels, the library, rmsnorm-cpp-bench) and runs its
+# Builds librmsnorm (cpp/: the AOT-compiled kernels, the library, rmsnorm-cpp-bench) and the
+# torch ops (rmsnorm/pytorch/csrc), installs both into rmsnorm/_native, and runs librmsnorm's
 # GoogleTest suite through CTest, then the example against the installed library, then the
 # suite again in a sanitizer build (AddressSanitizer and UndefinedBehaviorSanitizer, any report
 # a failure; without the GPU kernels: the CPU reference, validation and the GPU entry points'
@@ -50,10 +51,14 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 log="$BUILD.log"
 mkdir -p "$(dirname "$BUILD")"
 # Quiet when it works; the whole log when a step fails.
-if ! { cmake -S "$ROOT/cpp" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+# The package's build (CMakeLists.txt: librmsnorm and the torch ops), installed in place into
+# rmsnorm/_native, where `import rmsnorm` finds it as it would in an installed package.
+if ! { cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
            -DRMSNORM_BUILD_TESTS=$tests -DRMSNORM_PYTHON="$(command -v "$PY")" \
+           -DRMSNORM_GPU=ON -DRMSNORM_TORCH_OPS=ON \
            -DRMSNORM_CUDA_ARCHS="${RMSNORM_CUDA_ARCHS:-90}" &&
-       cmake --build "$BUILD" -j "$(nproc)"; } >"$log" 2>&1; then
+       cmake --build "$BUILD" -j "$(nproc)" &&
+       cmake --install "$BUILD" --component python --prefix "$ROOT"; } >"$log" 2>&1; then
     cat "$log"
     echo "rmsnorm: the C++ build failed" >&2
     exit 1

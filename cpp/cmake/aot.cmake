@@ -10,10 +10,13 @@ if(NOT RMSNORM_CUDA_INCLUDE)
                         "configure with -DRMSNORM_GPU=OFF for the CPU reference alone")
 endif()
 
-if(RMSNORM_PYTHON)
-    set(_rmsnorm_python ${RMSNORM_PYTHON})
-else()
-    find_program(_rmsnorm_python NAMES python3 python REQUIRED)
+# The package's build (the top-level CMakeLists.txt) has found the Python already.
+if(NOT _rmsnorm_python)
+    if(RMSNORM_PYTHON)
+        set(_rmsnorm_python ${RMSNORM_PYTHON})
+    else()
+        find_program(_rmsnorm_python NAMES python3 python REQUIRED)
+    endif()
 endif()
 get_filename_component(_rmsnorm_repo ${CMAKE_CURRENT_SOURCE_DIR} DIRECTORY)
 execute_process(
@@ -69,7 +72,8 @@ endif()
 string(REPLACE ";" ", sm_" _rmsnorm_list "${RMSNORM_CUDA_ARCHS}")
 message(STATUS "rmsnorm: kernels for sm_${_rmsnorm_list}${_rmsnorm_why}")
 
-set(RMSNORM_AOT_DIR ${CMAKE_CURRENT_BINARY_DIR}/aot)
+# In the top build folder, whether cpp/ is built alone or as part of the package.
+set(RMSNORM_AOT_DIR ${CMAKE_BINARY_DIR}/aot)
 set(RMSNORM_AOT_SOURCE ${RMSNORM_AOT_DIR}/kernels.cpp)
 set(_rmsnorm_blobs)
 set(_rmsnorm_ptx OFF)

@@ -1,0 +1,274 @@
+// The ops' CUDA kernels: librmsnorm's compiled kernels on the current stream, for every call
+// they cover; the Python launcher (the triton_ ops) for the rest, where Python's checks name
+// a bad argument. Covered: tensors of one dtype (f32, f16, bf16; the weight too), rows
+// addressable with one stride, outputs that are inputs exactly or share no memory with them.
+// Everything checked here is checked from metadata: a Python-level check costs more host time
+// than the whole C++ call.
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/cuda/EmptyTensor.h>
+#include <ATen/native/TensorFactories.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "compiled.hpp"
+#include "rmsnorm/rmsnorm.h"
+#include "rows.hpp"
+#include "schemas.hpp"
+
+namespace rmsnorm_torch {
+namespace {
+
+// A new contiguous CUDA tensor, without the dispatcher's round trip; NaN-filled as torch.empty
+// is under torch.use_deterministic_algorithms with fill_uninitialized_memory (tests use it).
+Tensor empty(at::IntArrayRef sizes, at::ScalarType dtype, at::Device device) {
+    Tensor t = at::detail::empty_cuda(sizes, dtype, device, std::nullopt);
+    const auto& ctx = at::globalContext();
+    if (C10_UNLIKELY(ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory()))
+        at::native::fill_empty_deterministic_(t);
+    return t;
+}
+
+CUstream stream_of(const Tensor& x) {
+    return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(x.get_device()).stream());
+}
+
+// Whether a CUDA tensor of x's dtype and device, plain, can be read by the compiled kernels.
+bool operand(const Tensor& t, const Tensor& x) {
+    return t.is_cuda() && plain(t) && t.scalar_type() == x.scalar_type() &&
+           t.device() == x.device();
+}
+
+bool weight_ok(const OptTensor& weight, const Tensor& x) {
+    return !weight || (operand(*weight, x) && weight->dim() == 1 &&
+                       weight->size(0) == x.size(-1) && weight->is_contiguous());
+}
+
+// The checks every op makes of x, the weight and the casting mode.
+bool covered(const Tensor& x, const OptTensor& weight, Mode casting_mode) {
+    return compiled_enabled() && x.is_cuda() && plain(x) && dtype_of(x) && x.dim() > 0 &&
+           x.numel() > 0 && weight_ok(weight, x) && casting_mode_of(casting_mode);
+}
+
+// ... and the forward's, of the scalars too.
+bool covered(const Tensor& x, const OptTensor& weight, double eps, double offset,
+             Mode casting_mode) {
+    return covered(x, weight, casting_mode) && scalars_valid(eps, offset, weight.has_value());
+}
+
+bool same_shape(const Tensor& t, const Tensor& x) {
+    return operand(t, x) && t.sizes() == x.sizes();
+}
+
+rmsnorm_forward_args forward_args(const Tensor& x, int64_t sx, const OptTensor& weight,
+                                  double eps, double offset, Mode casting_mode) {
+    rmsnorm_forward_args a{};
+    a.struct_size = sizeof(a);
+    a.n = x.size(-1);
+    a.rows = x.numel() / a.n;
+    a.x = {x.data_ptr(), sx, *dtype_of(x)};
+    if (weight) {
+        a.weight = weight->data_ptr();
+        a.weight_dtype = *dtype_of(*weight);
+    }
+    a.eps = static_cast<float>(eps);
+    a.offset = static_cast<float>(offset);
+    a.casting_mode = *casting_mode_of(casting_mode);
+    return a;
+}
+
+rmsnorm_rows rows_of(const Tensor& t, int64_t stride) {
+    return {t.data_ptr(), stride, *dtype_of(t)};
+}
+
+// librmsnorm's answer: true when it launched; false for a call its kernels do not take (no
+// kernel for this GPU, sizes beyond 2^31), which the Python launcher then computes or
+// refuses. CUDA errors raise.
+bool launched(rmsnorm_status status) {
+    if (status == RMSNORM_SUCCESS) return true;
+    if (status == RMSNORM_ERROR_UNSUPPORTED || status == RMSNORM_ERROR_INVALID_ARGUMENT)
+        return false;
+    TORCH_CHECK(false, "rmsnorm: librmsnorm: ", rmsnorm_status_string(status), ": ",
+                rmsnorm_last_error());
+}
+
+Tensor rstd_for(const Tensor& x, bool return_rstd) {
+    if (!return_rstd) return empty({0}, at::kFloat, x.device());
+    return empty(x.sizes().slice(0, x.dim() - 1), at::kFloat, x.device());
+}
+
+std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& x, const OptTensor& weight, double eps,
+                                    double offset, Mode casting_mode, bool return_rstd) {
+    const auto sx = covered(x, weight, eps, offset, casting_mode) ? row_stride(x) : std::nullopt;
+    if (sx) {
+        c10::cuda::CUDAGuard guard(x.device());  // librmsnorm launches in the current context
+        Tensor y = empty(x.sizes(), x.scalar_type(), x.device());
+        Tensor rstd = rstd_for(x, return_rstd);
+        rmsnorm_forward_args a = forward_args(x, *sx, weight, eps, offset, casting_mode);
+        a.y = rows_of(y, a.n);
+        a.rstd = return_rstd ? rstd.data_ptr<float>() : nullptr;
+        if (launched(rmsnorm_forward(&a, stream_of(x)))) return {y, rstd};
+    }
+    return triton_ops().fwd.call(x, weight, eps, offset, casting_mode, return_rstd);
+}
+
+// The fused add into caller-chosen outputs: y, and residual_out (residual itself in place).
+// False when the compiled kernels do not cover the call.
+bool add_into(const Tensor& x, const Tensor& residual, const OptTensor& weight, const Tensor& y,
+              const Tensor& residual_out, const Tensor& rstd, double eps, double offset,
+              Mode casting_mode) {
+    const auto sx = row_stride(x), sresidual = row_stride(residual), sy = row_stride(y),
+               sresidual_out = row_stride(residual_out);
+    if (!sx || !sresidual || !sy || !sresidual_out) return false;
+    c10::cuda::CUDAGuard guard(x.device());
+    rmsnorm_forward_args a = forward_args(x, *sx, weight, eps, offset, casting_mode);
+    a.y = rows_of(y, *sy);
+    a.residual = rows_of(residual, *sresidual);
+    a.residual_out = rows_of(residual_out, *sresidual_out);
+    a.rstd = rstd.numel() ? rstd.data_ptr<float>() : nullptr;
+    return launched(rmsnorm_fused_add_forward(&a, stream_of(x)));
+}
+
+bool add_covered(const Tensor& x, const Tensor& residual, const OptTensor& weight, double eps,
+                 double offset, Mode casting_mode) {
+    return covered(x, weight, eps, offset, casting_mode) && same_shape(residual, x);
+}
+
+std::tuple<Tensor, Tensor, Tensor> add_fwd_cuda(const Tensor& x, const Tensor& residual,
+                                                const OptTensor& weight, double eps,
+                                                double offset, Mode casting_mode,
+                                                bool return_rstd) {
+    if (add_covered(x, residual, weight, eps, offset, casting_mode)) {
+        Tensor y = empty(x.sizes(), x.scalar_type(), x.device());
+        Tensor residual_out = empty(x.sizes(), x.scalar_type(), x.device());
+        Tensor rstd = rstd_for(x, return_rstd);
+        if (add_into(x, residual, weight, y, residual_out, rstd, eps, offset, casting_mode))
+            return {y, residual_out, rstd};
+    }
+    return triton_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode, return_rstd);
+}
+
+// residual is written: it must be writable and share no memory with what is read.
+bool updatable(const Tensor& residual, const Tensor& x, const OptTensor& weight) {
+    return residual.is_non_overlapping_and_dense() && writable(residual) &&
+           !ranges_meet(residual, x) && !(weight && ranges_meet(residual, *weight));
+}
+
+Tensor add_fwd_inplace_cuda(const Tensor& x, const Tensor& residual, const OptTensor& weight,
+                            double eps, double offset, Mode casting_mode) {
+    if (add_covered(x, residual, weight, eps, offset, casting_mode) &&
+        updatable(residual, x, weight)) {
+        Tensor y = empty(x.sizes(), x.scalar_type(), x.device());
+        if (add_into(x, residual, weight, y, residual, Tensor(), eps, offset, casting_mode))
+            return y;
+    }
+    return triton_ops().add_fwd_inplace.call(x, residual, weight, eps, offset, casting_mode);
+}
+
+// out= and in place: y may be x exactly, residual_out residual exactly; otherwise each output
+// shares no memory with anything else. (The Python launcher decides the rest element by
+// element, or names the overlap.)
+bool into_covered(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
+                  const Tensor& y, const OptTensor& residual_out) {
+    if (!same_shape(y, x) || !writable(y) || (weight && ranges_meet(y, *weight))) return false;
+    if (!same_view(y, x) && ranges_meet(y, x)) return false;
+    if (!residual) return !residual_out;
+    if (!residual_out || !same_shape(*residual, x) || ranges_meet(y, *residual)) return false;
+    const Tensor& ro = *residual_out;
+    if (!same_shape(ro, x) || ranges_meet(ro, y)) return false;
+    if (same_view(ro, *residual)) return updatable(ro, x, weight);
+    return writable(ro) && !ranges_meet(ro, *residual) && !ranges_meet(ro, x) &&
+           !(weight && ranges_meet(ro, *weight));
+}
+
+void fwd_into_cuda(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
+                   const Tensor& y, const OptTensor& residual_out, double eps, double offset,
+                   Mode casting_mode) {
+    if (covered(x, weight, eps, offset, casting_mode) &&
+        into_covered(x, residual, weight, y, residual_out)) {
+        if (residual) {
+            if (add_into(x, *residual, weight, y, *residual_out, Tensor(), eps, offset,
+                         casting_mode))
+                return;
+        } else if (const auto sx = row_stride(x)) {
+            c10::cuda::CUDAGuard guard(x.device());
+            rmsnorm_forward_args a = forward_args(x, *sx, weight, eps, offset, casting_mode);
+            a.y = rows_of(y, *row_stride(y));
+            if (launched(rmsnorm_forward(&a, stream_of(x)))) return;
+        }
+    }
+    triton_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode);
+}
+
+std::tuple<Tensor, Tensor> bwd_cuda(const Tensor& dy, const Tensor& x, const OptTensor& weight,
+                                    const Tensor& rstd, const OptTensor& dresidual, double offset,
+                                    Mode casting_mode, bool need_dw) {
+    const int64_t rows = x.numel() / std::max<int64_t>(x.size(-1), 1);
+    if (covered(x, weight, casting_mode) && scalars_valid(0.0, offset, weight.has_value()) &&
+        same_shape(dy, x) &&
+        (!dresidual || same_shape(*dresidual, x)) && rstd.is_cuda() && plain(rstd) &&
+        rstd.scalar_type() == at::kFloat && rstd.is_contiguous() && rstd.numel() == rows &&
+        rstd.device() == x.device()) {
+        const auto sdy = row_stride(dy), sx = row_stride(x);
+        const auto sdresidual = dresidual ? row_stride(*dresidual) : std::optional<int64_t>(0);
+        if (sdy && sx && sdresidual) {
+            c10::cuda::CUDAGuard guard(x.device());
+            Tensor dx = empty(x.sizes(), x.scalar_type(), x.device());
+            const bool dw_wanted = need_dw && weight;
+            Tensor dw = dw_wanted ? empty(weight->sizes(), weight->scalar_type(), x.device())
+                                  : empty({0}, x.scalar_type(), x.device());
+            rmsnorm_backward_args a{};
+            a.struct_size = sizeof(a);
+            a.n = x.size(-1);
+            a.rows = rows;
+            a.dy = rows_of(dy, *sdy);
+            a.x = rows_of(x, *sx);
+            if (dresidual) a.dresidual = rows_of(*dresidual, *sdresidual);
+            a.dx = rows_of(dx, a.n);
+            a.rstd = rstd.data_ptr<float>();
+            if (weight) {
+                a.weight = weight->data_ptr();
+                a.weight_dtype = *dtype_of(*weight);
+            }
+            a.dw = dw_wanted ? dw.data_ptr() : nullptr;
+            a.offset = static_cast<float>(offset);
+            a.casting_mode = *casting_mode_of(casting_mode);
+            size_t bytes = 0;
+            if (launched(rmsnorm_backward_workspace_size(&a, &bytes))) {
+                // The caching allocator's blocks are 512-byte aligned.
+                Tensor workspace;
+                if (bytes) workspace = empty({static_cast<int64_t>(bytes)}, at::kByte, x.device());
+                void* space = bytes ? workspace.data_ptr() : nullptr;
+                const auto status =
+                    dresidual ? rmsnorm_fused_add_backward(&a, space, bytes, stream_of(x))
+                              : rmsnorm_backward(&a, space, bytes, stream_of(x));
+                if (launched(status)) return {dx, dw};
+            }
+        }
+    }
+    return triton_ops().bwd.call(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw);
+}
+
+}  // namespace
+
+std::string compiled_kernels_report(int64_t device) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    char buffer[128] = {};
+    const rmsnorm_status status = rmsnorm_gpu_kernels(buffer, sizeof(buffer));
+    if (status == RMSNORM_SUCCESS) return buffer;
+    return std::string("none: ") + rmsnorm_status_string(status) + ": " + rmsnorm_last_error();
+}
+
+}  // namespace rmsnorm_torch
+
+TORCH_LIBRARY_IMPL(rmsnorm, CUDA, m) {
+    using namespace rmsnorm_torch;
+    m.impl("fwd", &fwd_cuda);
+    m.impl("add_fwd", &add_fwd_cuda);
+    m.impl("add_fwd_inplace", &add_fwd_inplace_cuda);
+    m.impl("fwd_into", &fwd_into_cuda);
+    m.impl("bwd", &bwd_cuda);
+}
