@@ -271,7 +271,8 @@ def ours(op, x, r, w, dy=None):
         return lambda: rmsnorm.fused_add_rms_norm(x, r, w, EPS)
     if op == "bwd":
         rstd = saved_rstd(x, w)
-        return lambda: ops.backward(dy, x, w, rstd)
+        bwd = torch.ops.rmsnorm.bwd.default
+        return lambda: bwd(dy, x, w, rstd, None, 0.0, "llama", True)
     return forward_backward(lambda a, b: rmsnorm.rms_norm(a, b, EPS), x, w, dy)
 
 
@@ -314,6 +315,9 @@ def host_us_per_call(fn, calls=200):
 
 
 def overhead_table(dtype=torch.bfloat16, m=1, n=4096):
+    """Host microseconds per call at a decode shape: rmsnorm's public functions (the C++ op
+    route), the same with CUDA tensors sent to the Python launcher, torch's own, and a
+    compiled two-layer block with either norm."""
     rows = []
     for op in ("fwd", "add", "fwdbwd"):
         x, r, w = make_inputs(op, m, n, dtype)
@@ -321,26 +325,37 @@ def overhead_table(dtype=torch.bfloat16, m=1, n=4096):
         fns = {"rmsnorm": ours(op, x, r, w, dy), **peer_fns(op, x, r, w, ["eager"], dy)}
         for name, fn in fns.items():
             rows.append((op, name, host_us_per_call(fn)))
-    rows += _c_backend_overhead(dtype, m, n)
+        previous = rmsnorm.use_compiled_kernels(False)
+        try:
+            rows.append((op, "rmsnorm, Python launcher", host_us_per_call(ours(op, x, r, w,
+                                                                               dy))))
+        finally:
+            rmsnorm.use_compiled_kernels(previous)
+    rows += _compiled_block_rows(dtype, m, n)
     lines = [f"| op | impl | host us per call ({m} x {n}, {str(dtype)[6:]}) |", "|---|---|---|"]
     lines += [f"| {op} | {name} | {us:.1f} |" for op, name, us in rows]
     return "\n".join(lines)
 
 
-def _c_backend_overhead(dtype, m, n):
-    """The same calls through librmsnorm (rmsnorm.pytorch.backend "c"), where it can be had."""
-    from rmsnorm.pytorch import backend
+def _compiled_block_rows(dtype, m, n):
+    """norm -> linear -> fused add + norm, under torch.compile(fullgraph=True), inference:
+    with rmsnorm's functions, and with torch's F.rms_norm (and the add) compiled by Inductor."""
+    x, r, w = make_inputs("add", m, n, dtype)
+    linear = torch.nn.Linear(n, n, bias=False, device=x.device, dtype=dtype)
 
-    try:
-        backend.use("c")
-    except Exception as e:  # no GPU, no library: say so in the table
-        return [("fwd", f"rmsnorm, c backend: {_error(e)}", float("nan"))]
-    try:
-        return [(op, "rmsnorm, c backend", host_us_per_call(ours(op, *make_inputs(op, m, n,
-                                                                                  dtype))))
-                for op in ("fwd", "add")]
-    finally:
-        backend.use("triton")
+    def ours_block(a, res):
+        return rmsnorm.fused_add_rms_norm(linear(rmsnorm.rms_norm(a, w, EPS)), res, w, EPS)
+
+    def torch_block(a, res):
+        s = res + linear(F.rms_norm(a, (n,), w, EPS))
+        return F.rms_norm(s, (n,), w, EPS), s
+
+    rows = []
+    for name, block in (("rmsnorm", ours_block), ("torch F.rms_norm", torch_block)):
+        compiled = torch.compile(block, fullgraph=True, dynamic=False)
+        with torch.no_grad():
+            rows.append(("compiled block", name, host_us_per_call(lambda: compiled(x, r))))
+    return rows
 
 
 def _error(e):

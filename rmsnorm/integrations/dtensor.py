@@ -1,5 +1,5 @@
-"""rmsnorm under DTensor: sharding rules for the custom ops, the DTensor route of the public
-functions, and a SequenceParallel style that also takes the fused add's residual.
+"""rmsnorm under DTensor: sharding rules for the rmsnorm ops (which DTensor then runs on the
+local shards), and a SequenceParallel style that also takes the fused add's residual.
 
 Each row of x is normalized on its own, so the ops run on local shards unchanged as long as
 no row is split: x (and residual, dy, dresidual, rstd alike) may be Replicate or Shard(d) on
@@ -14,9 +14,10 @@ of squares, i.e. a gather or an all-reduce hidden inside the op. That choice, an
 stays visible to the caller (`x.redistribute(...)`).
 
 Importing this module registers the rules; rmsnorm imports it on the first DTensor it sees,
-or at import when torch.distributed.tensor is already loaded. rmsnorm::fwd_into (out= and
-in-place) has no rule: DTensor inputs never reach it (out= and inplace=True are written with
-copy_ here), and a direct call fails in DTensor saying the op has no sharding strategy.
+or at import when torch.distributed.tensor is already loaded. rmsnorm::fwd_into (out=) and
+rmsnorm::add_fwd_inplace have no rule: for a DTensor the public functions write out= and
+inplace=True with copy_ instead, and a direct call fails in DTensor saying the op has no
+sharding strategy.
 """
 
 import torch
@@ -25,49 +26,12 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distrib
 from torch.distributed.tensor.experimental import register_sharding
 from torch.distributed.tensor.parallel import ParallelStyle
 
-from rmsnorm.pytorch import autograd
-
 
 def is_dtensor(t):
     return isinstance(t, DTensor)
 
 
-def rms_norm(x, weight, eps, offset, llama, grad, out):
-    """rmsnorm.rms_norm for a DTensor x (scalars already checked): the differentiable custom
-    op, which DTensor runs on the local shards."""
-    _check_rows_whole("x", x)
-    if grad:
-        _no_out(out)
-    y = autograd.fwd(x, weight, eps, offset, llama, grad)[0]
-    if out is None:
-        return y
-    out.copy_(y)
-    return out
-
-
-def fused_add_rms_norm(x, residual, weight, eps, offset, llama, inplace, grad, out):
-    _check_rows_whole("x", x)
-    if isinstance(residual, DTensor):
-        _check_rows_whole("residual", residual)
-    if grad:
-        _no_out(out)
-    y, residual_out, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, grad)
-    if inplace:
-        residual.copy_(residual_out)
-        residual_out = residual
-    if out is not None:
-        out.copy_(y)
-        y = out
-    return y, residual_out
-
-
-def _no_out(out):
-    if out is not None:
-        raise RuntimeError("out= is not differentiable: an input requires grad; call without "
-                           "out (or under torch.no_grad())")
-
-
-def _check_rows_whole(name, t):
+def check_rows_whole(name, t):
     """The error for a split last dimension. `t`: a DTensor or DTensor's spec of one."""
     last = t.ndim - 1
     for mesh_dim, p in enumerate(t.placements):
@@ -92,26 +56,26 @@ def _replicated(weight):
     return None if weight is None else Replicate()
 
 
-def _fwd_rule(x, weight, eps, offset, llama, save_rstd):
-    _check_rows_whole("x", x)
+def _fwd_rule(x, weight, eps, offset, casting_mode, return_rstd):
+    check_rows_whole("x", x)
     w = _replicated(weight)
     # An unsaved rstd is an empty (0,) tensor: nothing to shard.
-    return [([p, p if save_rstd else Replicate()], [p, w, None, None, None, None])
+    return [([p, p if return_rstd else Replicate()], [p, w, None, None, None, None])
             for p in _row_placements(x)]
 
 
-def _add_fwd_rule(x, residual, weight, eps, offset, llama, save_rstd):
-    _check_rows_whole("x", x)
-    _check_rows_whole("residual", residual)
+def _add_fwd_rule(x, residual, weight, eps, offset, casting_mode, return_rstd):
+    check_rows_whole("x", x)
+    check_rows_whole("residual", residual)
     w = _replicated(weight)
-    return [([p, p, p if save_rstd else Replicate()], [p, p, w, None, None, None, None])
+    return [([p, p, p if return_rstd else Replicate()], [p, p, w, None, None, None, None])
             for p in _row_placements(x)]
 
 
-def _bwd_rule(dy, x, weight, rstd, dresidual, offset, llama, need_dw):
+def _bwd_rule(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw):
     for name, t in (("dy", dy), ("x", x), ("dresidual", dresidual)):
         if t is not None:
-            _check_rows_whole(name, t)
+            check_rows_whole(name, t)
     w = _replicated(weight)
 
     def dw(p):
@@ -135,7 +99,7 @@ def _register():
     for op, rule, first_scalar in rules:
         register_sharding(op)(rule)
         # register_sharding keys DTensor's cache of sharding decisions on the tensors' specs
-        # and int arguments only; ours are bools and floats, and save_rstd / need_dw change
+        # and int arguments only; ours are bools, floats and strs, and return_rstd / need_dw change
         # the outputs' shapes. Key on every non-tensor argument instead.
         propagator.op_to_schema_info[op] = RuntimeSchemaInfo(first_scalar, needs_pytree=True)
 

@@ -125,7 +125,8 @@ def _check_outputs(x, residual, weight, out, residual_out, inplace):
 
 
 def alloc(shape, dtype, device):
-    """Every output the functions allocate comes from here (tests poison it with NaN)."""
+    """Every output the launcher allocates comes from here: torch.empty, which PyTorch fills
+    with NaN under deterministic mode with fill_uninitialized_memory."""
     return torch.empty(shape, dtype=dtype, device=device)
 
 

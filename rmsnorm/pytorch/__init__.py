@@ -1,3 +1,3 @@
-"""The PyTorch layer: the public functions (functional), their custom ops and autograd
-(autograd), the nn.Modules (modules), and which path serves eager calls (backend: the Triton
-launcher, or librmsnorm through clib and csrc/torch_ext.cpp)."""
+"""rmsnorm for PyTorch: the public functions (functional), the op library they call (native:
+the C++ ops of csrc/, with triton_ops and fake registered from Python), the nn.Modules
+(modules), what serves which call (status), and librmsnorm's C API through ctypes (clib)."""

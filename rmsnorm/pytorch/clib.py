@@ -1,8 +1,8 @@
 """librmsnorm (the C library of cpp/) from Python, through ctypes: the same AOT-compiled Triton
 kernels launched by C on PyTorch CUDA tensors.
 
-The library is looked for at $RMSNORM_LIBRARY, else build/cpp/librmsnorm.so of this checkout
-(what `bash scripts/test_cpp.sh` builds). `available()` says whether it loaded, `why_not()` why
+The library is looked for at $RMSNORM_LIBRARY, else in the package: rmsnorm/_native/librmsnorm.so,
+which `pip install` (and, in a checkout, `bash scripts/test_cpp.sh`) puts there. `available()` says whether it loaded, `why_not()` why
 not. Calls take tensors already validated by rmsnorm.launch.ops (2-D rows: one row stride each).
 """
 
@@ -48,7 +48,7 @@ def default_path():
     env = os.environ.get("RMSNORM_LIBRARY")
     if env:
         return pathlib.Path(env)
-    return pathlib.Path(__file__).resolve().parents[2] / "build" / "cpp" / "librmsnorm.so"
+    return pathlib.Path(__file__).resolve().parents[1] / "_native" / "librmsnorm.so"
 
 
 @functools.lru_cache(maxsize=None)

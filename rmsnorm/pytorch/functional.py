@@ -1,21 +1,33 @@
 """The public functions: rms_norm and fused_add_rms_norm.
 
-Routes, all ending in the same kernels and launches (so results are bit-identical):
-- a DTensor x (eager or compiled): the differentiable custom ops, which DTensor runs on each
-  rank's shard by the rules of rmsnorm.integrations.dtensor; out= and in-place are copies there;
-- under torch.compile: the custom ops of rmsnorm.pytorch.autograd (opaque to the compiler, no graph
-  breaks; differentiable, or writing into caller-owned tensors for out= and in-place);
-- eager autograd (an input requires grad): autograd.Functions calling the launcher;
-- plain eager inference: straight to the launcher, which costs the least host time; with the
-  "c" backend (rmsnorm.pytorch.backend) first to librmsnorm, for what its kernels cover.
+One route: each call is a call of an rmsnorm op (rmsnorm/pytorch/csrc, registered with PyTorch's
+dispatcher from C++), which PyTorch dispatches as it does its own ops: autograd (the C++
+formulas), torch.compile (Inductor calls the op; fake kernels in fake.py), DTensor (the sharding
+rules of rmsnorm.integrations.dtensor), then the device's kernel. On CUDA that is librmsnorm's
+compiled kernels where they cover the call and the Python launcher (rmsnorm.launch.ops) for
+the rest; on the CPU the launcher (Triton's interpreter, or the contract's PyTorch recipe).
+rmsnorm.status() says which serves what.
+
+Python checks here only what the ops' schemas cannot carry (argument types, which the errors
+must name); the values are checked where the kernels run.
 """
 
 import sys
 
 import torch
+from torch import Tensor
 
-from rmsnorm.launch import contract, ops, validation
-from rmsnorm.pytorch import autograd, backend
+from rmsnorm.launch import validation
+from rmsnorm.pytorch import native
+
+_fwd = native.op("fwd")
+_add_fwd = native.op("add_fwd")
+_add_fwd_inplace = native.op("add_fwd_inplace")
+_fwd_into = native.op("fwd_into")
+
+# What the schemas take as `float` without a Python-level check (bool is refused: type(True)
+# is bool).
+_NUMBERS = (float, int)
 
 
 def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=None):
@@ -26,37 +38,27 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
     x.dtype (HF GemmaRMSNorm, torch.nn.functional.rms_norm). `out` may alias x; it is not
     differentiable.
     """
-    ext = backend.ext
-    if ext is not None and out is None and not torch.compiler.is_compiling():
-        # The extension checks the rest (inputs requiring grad included) and returns None
-        # for what it does not take.
-        try:
-            y = ext.forward(x, weight, eps, offset, casting_mode)
-        except TypeError:  # not tensors or numbers: the launcher's checks name the argument
-            y = None
-        if y is not None:
-            return y
-    grad, compiling = _needs_grad(x, weight), torch.compiler.is_compiling()
-    sharded = type(x) is not torch.Tensor and _is_dtensor(x)
-    if grad or compiling or sharded:
-        # The ops take a bool and any float; the errors must still name the argument. (The
-        # plain route below leaves the checks to ops.forward.)
-        validation.check_scalars(eps, offset, casting_mode, weight, values=not compiling)
-    llama = casting_mode == "llama"
+    # Inline, not a helper: a Python call here is a measurable share of the call's host time.
+    if (type(eps) not in _NUMBERS or type(offset) not in _NUMBERS or
+            type(casting_mode) is not str or not isinstance(x, Tensor) or
+            (weight is not None and not isinstance(weight, Tensor))):
+        eps, offset = _checked(x, weight, eps, offset, casting_mode)
+    sharded = type(x) is not Tensor and _is_dtensor(x)
     if sharded:
-        return _dtensor().rms_norm(x, weight, eps, offset, llama, grad, out)
-    if grad:
-        _no_out_under_autograd(out=out)
-        if compiling:
-            return autograd.fwd(x, weight, eps, offset, llama, True)[0]
-        return autograd.EagerNorm.apply(x, weight, eps, offset, llama)
-    if compiling:
-        if out is None:
-            return autograd.fwd(x, weight, eps, offset, llama, False)[0]
-        autograd.fwd_into(x, None, weight, out, None, eps, offset, llama)
-        return out
-    y, _, _ = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode, out=out)
-    return y
+        # Before DTensor's sharding propagation, which would wrap the error.
+        _dtensor().check_rows_whole("x", x)
+    if out is None:
+        try:
+            return _fwd(x, weight, eps, offset, casting_mode, False)[0]
+        except NotImplementedError:  # a layout no kernel is registered for: say which
+            _name_the_layout(x=x, weight=weight)
+            raise
+    if sharded:
+        # rmsnorm::fwd_into has no sharding rule: DTensor's out= is a copy.
+        _no_out_under_autograd(x, weight)
+        return out.copy_(_fwd(x, weight, eps, offset, casting_mode, False)[0])
+    _fwd_into(x, None, weight, out, None, eps, offset, casting_mode)
+    return out
 
 
 def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
@@ -69,49 +71,62 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     gradient of residual_out; inplace=True then costs one extra copy into residual (autograd
     must see the update), and `out` is not supported.
     """
-    if not isinstance(residual, torch.Tensor):
+    if not isinstance(residual, Tensor):
         raise TypeError(f"residual must be a torch.Tensor, got {type(residual).__name__} "
                         "(for the norm alone call rms_norm)")
-    ext = backend.ext
-    if ext is not None and out is None and not torch.compiler.is_compiling():
-        try:
-            ys = ext.fused_add_forward(x, residual, weight, eps, offset, casting_mode, inplace)
-        except TypeError:
-            ys = None
-        if ys is not None:
-            return ys
-    grad, compiling = _needs_grad(x, residual, weight), torch.compiler.is_compiling()
-    sharded = type(x) is not torch.Tensor and _is_dtensor(x)
-    if grad or compiling or sharded:
-        validation.check_scalars(eps, offset, casting_mode, weight, values=not compiling)
-    llama = casting_mode == "llama"
+    if (type(eps) not in _NUMBERS or type(offset) not in _NUMBERS or
+            type(casting_mode) is not str or not isinstance(x, Tensor) or
+            (weight is not None and not isinstance(weight, Tensor))):
+        eps, offset = _checked(x, weight, eps, offset, casting_mode)
+    sharded = type(x) is not Tensor and _is_dtensor(x)
     if sharded:
-        return _dtensor().fused_add_rms_norm(x, residual, weight, eps, offset, llama,
-                                             inplace, grad, out)
-    if grad:
-        _no_out_under_autograd(out=out)
-        if compiling:
-            y, residual_out, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, True)
-        else:
-            y, residual_out = autograd.EagerAddNorm.apply(x, residual, weight, eps, offset, llama)
-        if inplace:
-            residual.copy_(residual_out)
-            return y, residual
+        _dtensor().check_rows_whole("x", x)
+        if _is_dtensor(residual):
+            _dtensor().check_rows_whole("residual", residual)
+    if out is None and not inplace:
+        try:
+            y, residual_out, _ = _add_fwd(x, residual, weight, eps, offset, casting_mode, False)
+        except NotImplementedError:
+            _name_the_layout(x=x, residual=residual, weight=weight)
+            raise
         return y, residual_out
-    if compiling:
-        if out is None and not inplace:
-            y, residual_out, _ = autograd.add_fwd(x, residual, weight, eps, offset, llama, False)
-            return y, residual_out
-        if out is None:
-            out = torch.empty(x.shape, device=x.device, dtype=contract.output_dtype(
-                residual.dtype, weight, casting_mode))
-        residual_out = residual if inplace else torch.empty_like(
-            residual, memory_format=torch.contiguous_format)
-        autograd.fwd_into(x, residual, weight, out, residual_out, eps, offset, llama)
-        return out, residual_out
-    y, residual_out, _ = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode,
-                                     residual=residual, inplace=inplace, out=out)
-    return y, residual_out
+    if out is None and not sharded:
+        return _add_fwd_inplace(x, residual, weight, eps, offset, casting_mode), residual
+    if sharded:
+        # No sharding rule writes into caller-owned tensors: DTensor's in place and out= are
+        # copies.
+        if out is not None:
+            _no_out_under_autograd(x, residual, weight)
+        y, residual_out, _ = _add_fwd(x, residual, weight, eps, offset, casting_mode, False)
+        if inplace:
+            residual_out = residual.copy_(residual_out)
+        return (y if out is None else out.copy_(y)), residual_out
+    residual_out = residual if inplace else torch.empty_like(
+        residual, memory_format=torch.contiguous_format)
+    _fwd_into(x, residual, weight, out, residual_out, eps, offset, casting_mode)
+    return out, residual_out
+
+
+def _checked(x, weight, eps, offset, casting_mode):
+    """The argument checks the schemas cannot make with the errors' names; returns eps and
+    offset as the ops take them."""
+    validation.check_x(x)
+    if weight is not None:
+        validation.check_tensor("weight", weight)
+    compiling = torch.compiler.is_compiling()
+    validation.check_scalars(eps, offset, casting_mode, weight, values=not compiling)
+    if isinstance(eps, (torch.SymFloat, torch.SymInt)) or isinstance(
+            offset, (torch.SymFloat, torch.SymInt)):
+        return eps, offset
+    return float(eps), float(offset)
+
+
+def _name_the_layout(**tensors):
+    """Sparse and nested tensors reach no kernel (the dispatcher has none for them): the
+    error names the argument instead of the dispatch key."""
+    for name, t in tensors.items():
+        if t is not None:
+            validation.check_tensor(name, t)
 
 
 def _is_dtensor(x):
@@ -125,12 +140,7 @@ def _dtensor():
     return dtensor
 
 
-def _needs_grad(*tensors):
-    return torch.is_grad_enabled() and any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
-
-
-def _no_out_under_autograd(out):
-    if out is not None:
+def _no_out_under_autograd(*tensors):
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
         raise RuntimeError("out= is not differentiable: an input requires grad; call without "
                            "out (or under torch.no_grad())")

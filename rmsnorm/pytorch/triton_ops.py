@@ -1,0 +1,51 @@
+"""The rmsnorm::triton_* ops: the rmsnorm ops through the Python launcher (rmsnorm.launch.ops:
+Triton's kernels, or its interpreter on the CPU). The C++ kernels of the rmsnorm ops call them
+for CPU tensors and for the CUDA calls the compiled kernels do not cover; their errors are the
+launcher's, which name the argument at fault."""
+
+import torch
+
+from rmsnorm.launch import contract, ops
+
+_lib = torch.library.Library("rmsnorm", "IMPL")
+
+
+def _no_rstd(x, norm_dtype):
+    return x.new_empty((0,), dtype=contract.acc_dtype(norm_dtype))
+
+
+def _fwd(x, weight, eps, offset, casting_mode, return_rstd):
+    y, _, rstd = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode,
+                             return_rstd=return_rstd)
+    return y, rstd if return_rstd else _no_rstd(x, x.dtype)
+
+
+def _add_fwd(x, residual, weight, eps, offset, casting_mode, return_rstd):
+    y, residual_out, rstd = ops.forward(x, weight, eps, offset=offset,
+                                        casting_mode=casting_mode, residual=residual,
+                                        return_rstd=return_rstd)
+    return y, residual_out, rstd if return_rstd else _no_rstd(x, residual.dtype)
+
+
+def _add_fwd_inplace(x, residual, weight, eps, offset, casting_mode):
+    y, _, _ = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode,
+                          residual=residual, inplace=True)
+    return y
+
+
+def _fwd_into(x, residual, weight, y, residual_out, eps, offset, casting_mode):
+    ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode, residual=residual,
+                out=y, residual_out=residual_out)
+
+
+def _bwd(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw):
+    dx, dw = ops.backward(dy, x, weight, rstd, offset=offset, casting_mode=casting_mode,
+                          dresidual=dresidual, need_dw=need_dw)
+    return dx, dw if dw is not None else x.new_empty((0,))
+
+
+for _name, _fn in (("triton_fwd", _fwd), ("triton_add_fwd", _add_fwd),
+                   ("triton_add_fwd_inplace", _add_fwd_inplace),
+                   ("triton_fwd_into", _fwd_into), ("triton_bwd", _bwd)):
+    for _key in ("CPU", "CUDA"):
+        _lib.impl(_name, _fn, _key)
