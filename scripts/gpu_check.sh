@@ -8,7 +8,7 @@
 #   processes, default 8; about 310 s on the H200, C++ build and tests included). suite: rmsnorm_tools.bench --suite against the committed baseline
 #   (BASELINE), with its report (scripts/suite_report.py). cpp: librmsnorm's build, ctest,
 #   the example, the CPU suite under ASan/UBSan (scripts/test_cpp.sh) and the Python tests of
-#   the library (test_clib, test_backend). cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default:
+#   the library (test_clib, test_compiled_path). cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default:
 #   the forward, fused add and backward sweeps, bf16) and its --overhead. sanitize: the C++
 #   GPU tests under compute-sanitizer memcheck and racecheck.
 #   A carried AOT cache (build/aotcarry: python -m rmsnorm.aot.carry) is put in place first.
@@ -98,7 +98,7 @@ for step in $steps; do
         overhead) python3 -m rmsnorm_tools.bench --overhead >"$step_out" 2>>"$log"
                   rc=$?; add_table overhead ;;
         cpp) { bash scripts/test_cpp.sh && python3 -m pytest -q -p no:cacheprovider \
-                   tests/test_clib.py tests/test_backend.py; } >"$OUT/cpp.log" 2>&1
+                   tests/test_clib.py tests/test_compiled_path.py; } >"$OUT/cpp.log" 2>&1
              summary+=("cpp ($((SECONDS - t0)) s): $(grep -E "tests passed|tests failed" \
                        "$OUT/cpp.log" | tr -s ' \n' ' '); $(grep -E "^(OK|MISMATCH)|no GPU" \
                        "$OUT/cpp.log"); $(tail -n 1 "$OUT/cpp.log")") ;;

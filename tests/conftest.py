@@ -1,5 +1,6 @@
 """Kernel tests run on CUDA when there is a GPU, else on the CPU under Triton's interpreter."""
 
+import contextlib
 import os
 
 import torch
@@ -24,9 +25,23 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(autouse=True)
-def poisoned_outputs(monkeypatch):
-    """Every output rmsnorm allocates starts as NaN, so an element never written fails."""
-    def alloc(shape, dtype, device):
-        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+def poisoned_outputs():
+    """Every output rmsnorm allocates starts as NaN, so an element never written fails: torch's
+    own fill of uninitialized memory (torch.empty, and the C++ ops' allocations, under
+    deterministic mode)."""
+    with nan_filled_allocations():
+        yield
 
-    monkeypatch.setattr(ops, "alloc", alloc)
+
+@contextlib.contextmanager
+def nan_filled_allocations():
+    was = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill

@@ -124,10 +124,7 @@ def _serve(rank, init_file, device_type, tasks, results):
 
 
 def _poison_outputs():
-    """As tests/conftest.py: every output rmsnorm allocates starts as NaN."""
-    from rmsnorm.launch import ops
-
-    def alloc(shape, dtype, device):
-        return torch.full(shape, float("nan"), dtype=dtype, device=device)
-
-    ops.alloc = alloc
+    """As tests/conftest.py: every output rmsnorm allocates starts as NaN (torch's fill of
+    uninitialized memory under deterministic mode)."""
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True

@@ -155,7 +155,8 @@ class NormBlock(nn.Module):
 def max_tile(n):
     """Tiles capped at n elements while it lasts, so that rows the interpreter can run take
     the looped path: a row whose tile is wider takes the table's loop row, narrowed to n. The
-    launcher is not told: its table lookup (configs._launch) is swapped for the capped one."""
+    launcher is not told: its table lookup (configs._launch) is swapped for the capped one.
+    CUDA calls go to the launcher meanwhile (the compiled kernels have their own table)."""
     if n < 1 or n & (n - 1):
         raise ValueError(f"max_tile must be a power of two >= 1, got {n}")
     table_launch = configs._launch
@@ -170,7 +171,21 @@ def max_tile(n):
                                    streams, weight_bytes, arch)
 
     configs._launch = capped
+    with launcher_only():
+        try:
+            yield
+        finally:
+            configs._launch = table_launch
+
+
+@contextlib.contextmanager
+def launcher_only():
+    """Every CUDA call through the Python launcher while it lasts, for tests of the launcher
+    itself (its kernels, launches and table)."""
+    import rmsnorm
+
+    previous = rmsnorm.use_compiled_kernels(False)
     try:
         yield
     finally:
-        configs._launch = table_launch
+        rmsnorm.use_compiled_kernels(previous)

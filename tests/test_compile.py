@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import rmsnorm
-from rmsnorm.pytorch import autograd
 from helpers import NormBlock, randn, seed_of, weight_for
 
 N = 32
@@ -87,18 +86,27 @@ def test_compiled_inference_with_in_place_residual_and_out(device):
     assert graph_breaks() == 0
 
 
-@pytest.mark.parametrize("op,args", [
-    ("fwd", lambda d: (randn((3, 8), torch.float32, d, 5), weight_for(8, torch.float32, d, 5),
-                       1e-6, 0.0, True, True)),
-    ("add_fwd", lambda d: (randn((3, 8), torch.bfloat16, d, 6),
-                           randn((3, 8), torch.float32, d, 7),
-                           weight_for(8, torch.bfloat16, d, 6), 1e-6, 1.0, False, True)),
-])
-def test_custom_ops_pass_torch_library_opcheck(device, op, args):
-    args = args(device)
-    args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
-                 else a for a in args)
-    torch.library.opcheck(getattr(autograd, op), args,
+def _opcheck_cases(d):
+    x, r = randn((3, 8), torch.bfloat16, d, 6), randn((3, 8), torch.float32, d, 7)
+    w = weight_for(8, torch.bfloat16, d, 6)
+    x32, w32 = randn((3, 8), torch.float32, d, 5), weight_for(8, torch.float32, d, 5)
+    rstd = torch.rsqrt(x32.pow(2).mean(-1) + 1e-6)
+    return {
+        "fwd": ((x32, w32, 1e-6, 0.0, "llama", True), True),
+        "add_fwd": ((x, r, w, 1e-6, 1.0, "gemma", True), True),
+        "add_fwd_inplace": ((x, r.clone(), w, 1e-6, 0.0, "llama"), False),
+        "fwd_into": ((x, r, w, torch.empty(3, 8, dtype=torch.float32, device=d), r.clone(),
+                      1e-6, 0.0, "llama"), False),
+        "bwd": ((x32.clone(), x32, w32, rstd, None, 0.0, "llama", True), False),
+    }
+
+
+@pytest.mark.parametrize("op", ["fwd", "add_fwd", "add_fwd_inplace", "fwd_into", "bwd"])
+def test_the_ops_pass_torch_library_opcheck(device, op):
+    args, differentiable = _opcheck_cases(device)[op]
+    if differentiable:
+        args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) else a for a in args)
+    torch.library.opcheck(getattr(torch.ops.rmsnorm, op).default, args,
                           test_utils=("test_schema", "test_faketensor",
                                       "test_autograd_registration"))
 

@@ -220,7 +220,7 @@ def on_ranks_last_dim():
     errors = []
     for call in (lambda: rmsnorm.rms_norm(x, w),
                  lambda: rmsnorm.fused_add_rms_norm(x.redistribute(mesh, [Shard(1)]), x, w),
-                 lambda: torch.ops.rmsnorm.fwd(x, w, 1e-6, 0.0, True, False)):
+                 lambda: torch.ops.rmsnorm.fwd(x, w, 1e-6, 0.0, "llama", False)):
         try:
             call()
             errors.append(None)
@@ -258,7 +258,7 @@ def on_ranks_rstd_placements():
     x, w = distribute_tensor(x, mesh, [Shard(1)]), distribute_tensor(w, mesh, [Replicate()])
     shapes = []
     for save_rstd in (True, False, True):
-        _, rstd = torch.ops.rmsnorm.fwd(x, w, 1e-6, 0.0, True, save_rstd)
+        _, rstd = torch.ops.rmsnorm.fwd(x, w, 1e-6, 0.0, "llama", save_rstd)
         shapes.append((rstd.placements, tuple(rstd.shape), tuple(rstd.to_local().shape)))
     return shapes
 

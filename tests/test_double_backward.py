@@ -1,11 +1,10 @@
 """Double backward (create_graph=True): the first-order gradients carry a graph, so gradient
-penalties and other higher-order losses are right, on both autograd routes:
+penalties and other higher-order losses are right, through the ops' C++ autograd
+(rmsnorm/pytorch/csrc/autograd.cpp), reached two ways:
 
-- "eager": the public functions under eager autograd
-  (rmsnorm.pytorch.autograd.EagerNorm/EagerAddNorm);
-- "op": the custom ops' registered autograd (rmsnorm.pytorch.autograd.fwd/add_fwd, called directly
-  here; the route of DTensor inputs, checked on two ranks at the end, and of torch.compile's
-  backend="eager").
+- "eager": the public functions;
+- "op": torch.ops.rmsnorm.fwd/add_fwd called directly (as DTensor inputs, checked on two
+  ranks at the end, and torch.compile's backend="eager" reach them).
 
 Under torch.compile with AOTAutograd (the default backend) a double backward is refused by
 PyTorch itself, with an error naming torch.compile; the tests pin that too.
@@ -19,7 +18,7 @@ import dist_world
 import rmsnorm
 from rmsnorm import reference
 from rmsnorm.launch import ops
-from rmsnorm.pytorch import autograd
+import helpers
 from helpers import randn, seed_of, weight_for
 
 F64 = torch.float64
@@ -29,20 +28,19 @@ ROUTES = ("eager", "op")
 
 def norm_fn(route, casting_mode, offset):
     """y = f(x, w) (w may be None) on one route."""
-    llama = casting_mode == "llama"
     if route == "eager":
         return lambda x, w: rmsnorm.rms_norm(x, w, EPS, offset=offset,
                                              casting_mode=casting_mode)
-    return lambda x, w: autograd.fwd(x, w, EPS, offset, llama, True)[0]
+    return lambda x, w: torch.ops.rmsnorm.fwd(x, w, EPS, offset, casting_mode, True)[0]
 
 
 def add_fn(route, casting_mode, offset):
     """(y, s) = f(x, residual, w) on one route."""
-    llama = casting_mode == "llama"
     if route == "eager":
         return lambda x, r, w: rmsnorm.fused_add_rms_norm(x, r, w, EPS, offset=offset,
                                                           casting_mode=casting_mode)
-    return lambda x, r, w: autograd.add_fwd(x, r, w, EPS, offset, llama, True)[:2]
+    return lambda x, r, w: torch.ops.rmsnorm.add_fwd(x, r, w, EPS, offset, casting_mode,
+                                                      True)[:2]
 
 
 def leaves(*tensors):
@@ -218,7 +216,8 @@ def test_bf16_llama_penalty_treats_the_rounding_of_xhat_as_identity(device, rout
 # --- the first-order gradients under create_graph=True ---
 
 class CountedBackward:
-    """Counts calls of the launcher's backward (the kernels)."""
+    """Counts calls of the launcher's backward (the kernels), which serves every call while
+    the test runs (the compiled kernels switched off)."""
 
     def __init__(self, monkeypatch):
         self.calls, real = 0, ops.backward
@@ -230,11 +229,18 @@ class CountedBackward:
         monkeypatch.setattr(ops, "backward", counted)
 
 
+@pytest.fixture
+def launcher_only():
+    """The launcher's backward is what CountedBackward counts: it serves every call."""
+    with helpers.launcher_only():
+        yield
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("fused", [False, True])
 def test_first_order_gradients_with_a_graph_equal_the_kernels(device, monkeypatch, dtype,
-                                                              route, fused):
+                                                              route, fused, launcher_only):
     """create_graph=True computes the first-order gradients with a differentiable PyTorch
     formula of the same contract (rstd recomputed from x, other reduction orders), so they
     equal the kernels' within fp32 rounding noise, not bit for bit; create_graph=False keeps

@@ -208,9 +208,12 @@ def test_tensors_on_different_devices_meta():
         rmsnorm.rms_norm(torch.randn(4, 8), torch.ones(8, device="meta"))
 
 
-def test_unsupported_device():
-    with pytest.raises(ValueError, match="x is on meta"):
-        rmsnorm.rms_norm(torch.randn(4, 8, device="meta"))
+def test_meta_tensors_give_meta_outputs_of_the_contracts_shape_and_dtype():
+    x = torch.randn(4, 8, device="meta", dtype=torch.bfloat16)
+    y = rmsnorm.rms_norm(x, torch.ones(8, device="meta"))
+    assert (y.device.type, y.shape, y.dtype) == ("meta", (4, 8), torch.float32)
+    y, s = rmsnorm.fused_add_rms_norm(x, x.float(), casting_mode="gemma")
+    assert (y.dtype, s.dtype, s.shape) == (torch.float32, torch.float32, (4, 8))
 
 
 def test_out_is_refused_when_an_input_requires_grad(x):

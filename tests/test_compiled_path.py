@@ -1,0 +1,163 @@
+"""CUDA tensors through the op library's C++ kernels: librmsnorm's compiled kernels serve the
+calls they cover, bit-identical to the Python launcher (rmsnorm.launch.ops), and hand the rest
+to it, which then computes them or names the argument at fault."""
+
+import pytest
+import torch
+
+import rmsnorm
+from rmsnorm.launch import ops
+from helpers import assert_same_bits
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+@pytest.fixture
+def launcher_calls(monkeypatch):
+    """The calls that reached the Python launcher, by name (the compiled kernels served the
+    rest)."""
+    calls = []
+    for name in ("forward", "backward"):
+        fn = getattr(ops, name)
+        monkeypatch.setattr(ops, name, lambda *a, _fn=fn, _name=name, **k:
+                            calls.append(_name) or _fn(*a, **k))
+    return calls
+
+
+@pytest.fixture
+def launcher_only():
+    previous = rmsnorm.use_compiled_kernels(False)
+    yield
+    rmsnorm.use_compiled_kernels(previous)
+
+
+def test_status_names_the_compiled_kernels_of_this_gpu():
+    report = rmsnorm.status()
+    assert report["ops"].startswith("loaded")
+    assert report["compiled_kernels"] is True
+    assert "cubins" in report["cuda"]["cuda:0"] or "PTX" in report["cuda"]["cuda:0"]
+
+
+def run_all(x, r, w, mode, dy):
+    """Every op on one set of inputs: outputs, then gradients through autograd."""
+    y = rmsnorm.rms_norm(x, w, 1e-5, casting_mode=mode, offset=0.25)
+    y2, s = rmsnorm.fused_add_rms_norm(x, r, w, 1e-5, casting_mode=mode)
+    r_inplace = r.clone()
+    y3, _ = rmsnorm.fused_add_rms_norm(x, r_inplace, w, 1e-5, casting_mode=mode, inplace=True)
+    out = torch.empty_like(x)
+    rmsnorm.rms_norm(x, w, 1e-5, casting_mode=mode, out=out)
+    xg, rg, wg = (t.detach().clone().requires_grad_() for t in (x, r, w))
+    yg, sg = rmsnorm.fused_add_rms_norm(xg, rg, wg, 1e-5, casting_mode=mode)
+    torch.autograd.backward((yg, sg), (dy, dy))
+    xn, wn = (t.detach().clone().requires_grad_() for t in (x, w))
+    rmsnorm.rms_norm(xn, wn, casting_mode=mode).backward(dy)
+    return [y, y2, s, y3, r_inplace, out, yg, sg, xg.grad, rg.grad, wg.grad, xn.grad, wn.grad]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["llama", "gemma"])
+@pytest.mark.parametrize("shape", [(3, 5, 4096), (1, 100), (257, 40000), (64, 300)])
+def test_compiled_kernels_serve_every_op_bit_identical_to_the_python_launcher(
+        launcher_calls, dtype, mode, shape):
+    # (1, 100): one row, which Triton's JIT would compile as a constant if the kernels let it
+    # specialize the row count; they do not, and both paths run the same code.
+    x, r, dy = (torch.randn(shape, device="cuda").to(dtype) for _ in range(3))
+    w = torch.randn(shape[-1], device="cuda").to(dtype)
+    compiled = run_all(x, r, w, mode, dy)
+    assert launcher_calls == []
+    previous = rmsnorm.use_compiled_kernels(False)
+    try:
+        launched = run_all(x, r, w, mode, dy)
+    finally:
+        rmsnorm.use_compiled_kernels(previous)
+    assert "forward" in launcher_calls and "backward" in launcher_calls
+    for a, b in zip(compiled, launched):
+        assert_same_bits(a, b)
+
+
+def test_strided_rows_take_the_compiled_kernels_and_the_rest_the_python_launcher(
+        launcher_calls):
+    base = torch.randn(64, 3, 160, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(128, device="cuda", dtype=torch.bfloat16)
+    one_stride = base[:, 0, :128]  # rows 480 elements apart
+    two_strides = base[:, :2, :128]  # q/k-like heads: two row strides
+    mixed = w.float()  # an fp32 weight on bf16 input
+    served = []
+    for x, weight in ((one_stride, w), (two_strides, w), (one_stride, mixed),
+                      (one_stride.double(), mixed.double())):
+        launcher_calls.clear()
+        y = rmsnorm.rms_norm(x, weight)
+        served.append(bool(launcher_calls))
+        ref, _, _ = ops.forward(x, weight, 1e-6)
+        assert_same_bits(y, ref)
+    assert served == [False, True, True, True]
+
+
+def test_errors_name_the_argument():
+    x = torch.randn(4, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="eps"):
+        rmsnorm.rms_norm(x, None, -1.0)
+    with pytest.raises(ValueError, match="casting_mode"):
+        rmsnorm.rms_norm(x, None, casting_mode="llam")
+    with pytest.raises(ValueError, match="offset"):
+        rmsnorm.rms_norm(x, None, offset=1.0)
+    with pytest.raises(ValueError, match="weight has shape"):
+        rmsnorm.rms_norm(x, torch.ones(63, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="residual has shape"):
+        rmsnorm.fused_add_rms_norm(x, x[:2])
+
+
+def test_tensor_subclasses_are_traced_not_read():
+    # A FakeTensor holds no data at its data_ptr: the fake kernels answer for it.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(4, 64, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(64, device="cuda", dtype=torch.bfloat16)
+        y, s = rmsnorm.fused_add_rms_norm(x, x, w)
+    assert y.shape == s.shape == (4, 64)
+
+
+def test_hostile_inputs_get_the_python_launchers_answers():
+    x = torch.randn(40, 320, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(320, device="cuda", dtype=torch.bfloat16)
+    # Negative views are read with their sign (the C++ kernels leave them to the launcher).
+    assert_same_bits(rmsnorm.rms_norm(x._neg_view(), w), rmsnorm.rms_norm(-x, w))
+    # Sparse and nested tensors: TypeErrors naming the argument, not torch's internal errors.
+    with pytest.raises(TypeError, match="x has layout torch.sparse_coo"):
+        rmsnorm.rms_norm(x.float().to_sparse(), None)
+    nested = torch.nested.nested_tensor([x[:3], x[3:7]], layout=torch.jagged)
+    with pytest.raises(TypeError, match="residual is a nested tensor"):
+        rmsnorm.fused_add_rms_norm(x, nested, w)
+    for eps in (True, torch.tensor(1e-6), "1e-6"):
+        with pytest.raises(TypeError, match="eps must be a real number"):
+            rmsnorm.rms_norm(x, w, eps)
+    with pytest.raises(ValueError, match="eps must be"):
+        rmsnorm.rms_norm(x, w, 1e39)  # inf in fp32
+    # An in-place residual partially overlapping x is refused; interleaved disjoint views
+    # give the contiguous bits.
+    b = torch.randn(41, 320, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="overlaps x"):
+        rmsnorm.fused_add_rms_norm(b[:40], b[1:], w, inplace=True)
+    both = torch.randn(40, 640, device="cuda", dtype=torch.bfloat16)
+    ref_y, ref_s, _ = ops.forward(both[:, :320].clone(), w, residual=both[:, 320:].clone())
+    y, s = rmsnorm.fused_add_rms_norm(both[:, :320], both[:, 320:], w, inplace=True)
+    assert_same_bits(y, ref_y)
+    assert_same_bits(both[:, 320:], ref_s)
+
+
+def test_cuda_graphs_replay_the_compiled_kernels():
+    x = torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    expected = rmsnorm.fused_add_rms_norm(x, r, w)
+    rmsnorm.fused_add_rms_norm(x, r, w)  # warm-up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y, s = rmsnorm.fused_add_rms_norm(x, r, w)
+    y.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_same_bits(y, expected[0])
+    assert_same_bits(s, expected[1])

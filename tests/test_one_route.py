@@ -1,0 +1,105 @@
+"""Every public call is a call of an rmsnorm op registered from C++: eager, autograd, in place,
+out=, on every device; the op library loads from the package itself, and status() says what
+serves what."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import rmsnorm
+from rmsnorm.pytorch import native
+from helpers import randn, seed_of, weight_for
+
+
+class OpsCalled(TorchDispatchMode):
+    """The rmsnorm ops dispatched while it is on, by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "rmsnorm":
+            self.names.append(func.__name__.split(".")[0])
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_op_library_is_the_packages_own():
+    assert native.error is None
+    assert native.OPS_LIBRARY.parent == native.NATIVE
+    assert native.NATIVE.parent.name == "rmsnorm" and native.NATIVE.name == "_native"
+    assert rmsnorm.status()["ops"] == f"loaded: {native.OPS_LIBRARY}"
+
+
+def test_each_public_call_is_one_op_call(device):
+    seed = seed_of("one-route")
+    x = randn((4, 64), torch.bfloat16, device, seed)
+    r = randn((4, 64), torch.bfloat16, device, seed + 1)
+    w = weight_for(64, torch.bfloat16, device, seed)
+    calls = {
+        "fwd": lambda: rmsnorm.rms_norm(x, w),
+        "add_fwd": lambda: rmsnorm.fused_add_rms_norm(x, r, w),
+        "add_fwd_inplace": lambda: rmsnorm.fused_add_rms_norm(x, r.clone(), w, inplace=True),
+        "fwd_into": lambda: rmsnorm.rms_norm(x, w, out=torch.empty_like(x)),
+    }
+    for op, call in calls.items():
+        with OpsCalled() as seen:
+            call()
+        assert seen.names == [op]
+
+
+def test_autograd_runs_the_backward_op(device):
+    x = randn((4, 64), torch.float32, device, seed_of("one-route-bwd")).requires_grad_()
+    w = weight_for(64, torch.float32, device, 1).requires_grad_()
+    y = rmsnorm.rms_norm(x, w)
+    with OpsCalled() as seen:
+        y.sum().backward()
+    assert seen.names == ["bwd"]
+    assert x.grad is not None and w.grad is not None
+
+
+def test_out_under_autograd_is_refused_by_the_op():
+    x = torch.randn(4, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="out= is not differentiable"):
+        torch.ops.rmsnorm.fwd_into(x, None, None, torch.empty(4, 8), None, 1e-6, 0.0, "llama")
+
+
+def test_the_python_launcher_can_serve_every_cuda_call_and_says_so():
+    previous = rmsnorm.use_compiled_kernels(False)
+    try:
+        assert rmsnorm.status()["compiled_kernels"] is False
+        assert rmsnorm.use_compiled_kernels(previous) is False
+    finally:
+        rmsnorm.use_compiled_kernels(previous)
+    assert rmsnorm.status()["compiled_kernels"] is previous
+
+
+@pytest.mark.skipif(torch.version.cuda is not None, reason="a CPU build of torch")
+def test_a_cpu_torch_build_reports_no_cuda_kernels():
+    assert "CPU build" in rmsnorm.status()["cuda"]
+
+
+def _python(code, **env):
+    full = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full, cwd=os.path.dirname(os.path.dirname(__file__)))
+
+
+def test_rmsnorm_kernels_in_the_environment_chooses_the_launcher_or_is_refused_by_name():
+    got = _python("import rmsnorm; print(rmsnorm.status()['compiled_kernels'])",
+                  RMSNORM_KERNELS="triton")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "False"
+    got = _python("import rmsnorm", RMSNORM_KERNELS="cuda")
+    assert got.returncode != 0 and "RMSNORM_KERNELS must be one of" in got.stderr
+
+
+def test_without_the_op_library_calls_say_how_to_build_it(monkeypatch):
+    monkeypatch.setattr(native, "error", "rmsnorm's torch ops are not built: ...")
+    with pytest.raises(RuntimeError, match="rmsnorm.fwd: rmsnorm's torch ops are not built"):
+        native.NotLoaded("fwd")(torch.ones(2))
+    assert rmsnorm.status() == {"ops": native.error}
