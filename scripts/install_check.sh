@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # rmsnorm as a user installs it: a fresh venv outside the checkout, torch 2.13.0 (the CPU build,
-# which pip takes from local disk here) and triton 3.6.0, then `pip install` of a copy of the
-# checkout (not editable; numpy floats to the newest release). From outside the checkout it
-# imports the installed package, runs each console script with --help, runs rmsnorm-demo (no
-# GPU in that venv: Triton's interpreter) and the looped kernels against float64.
+# which pip takes from local disk here), triton 3.6.0 and scikit-build-core, then
+# `pip install --no-build-isolation` of a copy of the checkout (not editable; numpy floats to
+# the newest release): CMake builds librmsnorm and the torch ops against that torch. From
+# outside the checkout it imports the installed package, checks that the op library loaded from
+# the venv, runs each console script with --help, runs rmsnorm-demo (no GPU in that venv:
+# Triton's interpreter) and the looped kernels against float64.
 # Quiet when it works (one line); the log and a FAILED line when it does not (exit 1).
 # Skipped, exit 0, with a message, where pip cannot install those (no network: the GPU
 # machine) or RMSNORM_SKIP_INSTALL_CHECK=1. Called by scripts/test.sh; pip's cache is reused.
@@ -27,11 +29,10 @@ pip() { "$venv/bin/python" -m pip --disable-pip-version-check "$@"; }
 
 python3 -m venv "$venv" >"$log" 2>&1 || skip "python3 cannot make a venv (no python3-venv?)"
 # Whether pip can install here at all: a dry run fails within seconds without a network.
-# setuptools stands for the build's requirement (pyproject.toml), which pip fetches too.
 timeout 60 "$venv/bin/python" -m pip --disable-pip-version-check install --dry-run --quiet \
     --ignore-installed --timeout 10 --retries 0 --report "$work/plan.json" torch==2.13.0 \
-    triton==3.6.0 numpy "setuptools>=64" >>"$log" 2>&1 ||
-    skip "pip cannot install torch 2.13.0, triton 3.6.0, numpy and setuptools here (no network?)"
+    triton==3.6.0 numpy "scikit-build-core>=0.10" >>"$log" 2>&1 ||
+    skip "pip cannot install torch 2.13.0, triton 3.6.0, numpy and scikit-build-core here (no network?)"
 # torch must be a CPU build or come from local disk: never a CUDA build of several GB.
 cpu_torch='import json, sys
 torch = [i for i in json.load(open(sys.argv[1]))["install"] if i["metadata"]["name"] == "torch"]
@@ -40,19 +41,12 @@ sys.exit(0 if torch and ("+cpu" in torch[0]["metadata"]["version"]
 "$venv/bin/python" -c "$cpu_torch" "$work/plan.json" 2>>"$log" ||
     skip "torch 2.13.0 would be a CUDA build from the network here (no CPU build on local disk)"
 
-# The checkout's files as git sees them (tracked and new, not ignored: no .venv, no build/).
-mkdir "$src"
-if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
-    (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
-         tar --null -T - --ignore-failed-read -cf - 2>>"$log") | tar -xf - -C "$src"
-else
-    tar -C "$ROOT" --exclude=./.git --exclude=./.venv --exclude=./build -cf - . |
-        tar -xf - -C "$src"
-fi
+bash "$ROOT/scripts/copy_checkout.sh" "$src" 2>>"$log" || fail "copying the checkout"
 # --no-compile: byte-compiling all of torch takes longer than anything the check runs.
-pip install --quiet --no-compile torch==2.13.0 triton==3.6.0 >>"$log" 2>&1 ||
-    fail "pip install torch==2.13.0 triton==3.6.0"
-pip install --quiet --no-compile "$src" >>"$log" 2>&1 || fail "pip install of the checkout"
+pip install --quiet --no-compile torch==2.13.0 triton==3.6.0 "scikit-build-core>=0.10" \
+    >>"$log" 2>&1 || fail "pip install torch==2.13.0 triton==3.6.0 scikit-build-core"
+pip install --quiet --no-compile --no-build-isolation "$src" >>"$log" 2>&1 ||
+    fail "pip install --no-build-isolation of the checkout"
 
 # From outside the checkout, with nothing of it on the path.
 cd "$work"
@@ -64,6 +58,12 @@ import rmsnorm
 where = os.path.realpath(rmsnorm.__file__)
 if not where.startswith(os.path.realpath(sys.argv[1]) + os.sep):
     sys.exit(f"rmsnorm imported from {where}, not from the venv")
+ops = rmsnorm.status()["ops"]
+if not ops.startswith("loaded: " + os.path.realpath(sys.argv[1]) + os.sep):
+    sys.exit(f"the op library is not the venv's: {ops}")
+x = torch.randn(3, 64)
+y = rmsnorm.rms_norm(x, torch.ones(64))
+assert torch.equal(y, rmsnorm.reference.contract_rms_norm(x, torch.ones(64))[0])
 print(f"rmsnorm {rmsnorm.__version__}, numpy {numpy.__version__}, triton {triton.__version__},"
       f" torch {torch.__version__}")
 EOF
@@ -100,5 +100,6 @@ for name, a, b in zip(("y", "dx", "dw"), got, want):
     assert err < 1e-5, f"{name}: relative error {err:.3g} against float64"
 print("looped kernels: y, dx, dw within 1e-5 of float64")
 EOF
-say "OK in $((SECONDS - t0)) s: a fresh venv with $versions; ${SCRIPTS[*]} --help;" \
+say "OK in $((SECONDS - t0)) s: a fresh venv with $versions, the op library built and" \
+    "loaded from it; ${SCRIPTS[*]} --help;" \
     "rmsnorm-demo and the looped kernels on the CPU (Triton's interpreter)"
