@@ -4,8 +4,8 @@
 // with differentiable ATen ops, so double backward is right.
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
-#include <torch/library.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#include <torch/library.h>
 
 #include <string>
 
@@ -86,7 +86,7 @@ std::tuple<Tensor, Tensor> grads(AutogradContext* ctx, Tensor dy, const Tensor& 
 }
 
 class Norm : public torch::autograd::Function<Norm> {
-   public:
+ public:
     static variable_list forward(AutogradContext* ctx, const Tensor& x, const OptTensor& weight,
                                  double eps, double offset, Mode casting_mode) {
         at::AutoDispatchBelowADInplaceOrView below;
@@ -104,7 +104,7 @@ class Norm : public torch::autograd::Function<Norm> {
 // The fused add: x and residual both receive the gradient of residual_out (x in its own
 // dtype: bf16 activations on an fp32 residual stream).
 class AddNorm : public torch::autograd::Function<AddNorm> {
-   public:
+ public:
     static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& residual,
                                  const OptTensor& weight, double eps, double offset,
                                  Mode casting_mode) {
@@ -153,8 +153,8 @@ Tensor add_fwd_inplace_autograd(const Tensor& x, const Tensor& residual, const O
                                 double eps, double offset, Mode casting_mode) {
     if (!any_requires_grad(x, residual, weight)) {
         at::AutoDispatchBelowADInplaceOrView below;
-        Tensor y = public_ops().add_fwd_inplace.call(x, residual, weight, eps, offset,
-                                                     casting_mode);
+        Tensor y =
+            public_ops().add_fwd_inplace.call(x, residual, weight, eps, offset, casting_mode);
         torch::autograd::impl::bump_version(residual);
         return y;
     }
@@ -172,8 +172,7 @@ void fwd_into_autograd(const Tensor& x, const OptTensor& residual, const OptTens
                     "under torch.no_grad())");
     {
         at::AutoDispatchBelowADInplaceOrView below;
-        public_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset,
-                                   casting_mode);
+        public_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode);
     }
     torch::autograd::impl::bump_version(y);
     if (residual_out) torch::autograd::impl::bump_version(*residual_out);

@@ -43,8 +43,8 @@ bool operand(const Tensor& t, const Tensor& x) {
 }
 
 bool weight_ok(const OptTensor& weight, const Tensor& x) {
-    return !weight || (operand(*weight, x) && weight->dim() == 1 &&
-                       weight->size(0) == x.size(-1) && weight->is_contiguous());
+    return !weight || (operand(*weight, x) && weight->dim() == 1 && weight->size(0) == x.size(-1) &&
+                       weight->is_contiguous());
 }
 
 // The checks every op makes of x, the weight and the casting mode.
@@ -63,8 +63,8 @@ bool same_shape(const Tensor& t, const Tensor& x) {
     return operand(t, x) && t.sizes() == x.sizes();
 }
 
-rmsnorm_forward_args forward_args(const Tensor& x, int64_t sx, const OptTensor& weight,
-                                  double eps, double offset, Mode casting_mode) {
+rmsnorm_forward_args forward_args(const Tensor& x, int64_t sx, const OptTensor& weight, double eps,
+                                  double offset, Mode casting_mode) {
     rmsnorm_forward_args a{};
     a.struct_size = sizeof(a);
     a.n = x.size(-1);
@@ -138,9 +138,8 @@ bool add_covered(const Tensor& x, const Tensor& residual, const OptTensor& weigh
 }
 
 std::tuple<Tensor, Tensor, Tensor> add_fwd_cuda(const Tensor& x, const Tensor& residual,
-                                                const OptTensor& weight, double eps,
-                                                double offset, Mode casting_mode,
-                                                bool return_rstd) {
+                                                const OptTensor& weight, double eps, double offset,
+                                                Mode casting_mode, bool return_rstd) {
     if (add_covered(x, residual, weight, eps, offset, casting_mode)) {
         Tensor y = empty(x.sizes(), x.scalar_type(), x.device());
         Tensor residual_out = empty(x.sizes(), x.scalar_type(), x.device());
@@ -208,10 +207,9 @@ std::tuple<Tensor, Tensor> bwd_cuda(const Tensor& dy, const Tensor& x, const Opt
                                     Mode casting_mode, bool need_dw) {
     const int64_t rows = x.numel() / std::max<int64_t>(x.size(-1), 1);
     if (covered(x, weight, casting_mode) && scalars_valid(0.0, offset, weight.has_value()) &&
-        same_shape(dy, x) &&
-        (!dresidual || same_shape(*dresidual, x)) && rstd.is_cuda() && plain(rstd) &&
-        rstd.scalar_type() == at::kFloat && rstd.is_contiguous() && rstd.numel() == rows &&
-        rstd.device() == x.device()) {
+        same_shape(dy, x) && (!dresidual || same_shape(*dresidual, x)) && rstd.is_cuda() &&
+        plain(rstd) && rstd.scalar_type() == at::kFloat && rstd.is_contiguous() &&
+        rstd.numel() == rows && rstd.device() == x.device()) {
         const auto sdy = row_stride(dy), sx = row_stride(x);
         const auto sdresidual = dresidual ? row_stride(*dresidual) : std::optional<int64_t>(0);
         if (sdy && sx && sdresidual) {
@@ -242,9 +240,9 @@ std::tuple<Tensor, Tensor> bwd_cuda(const Tensor& dy, const Tensor& x, const Opt
                 Tensor workspace;
                 if (bytes) workspace = empty({static_cast<int64_t>(bytes)}, at::kByte, x.device());
                 void* space = bytes ? workspace.data_ptr() : nullptr;
-                const auto status =
-                    dresidual ? rmsnorm_fused_add_backward(&a, space, bytes, stream_of(x))
-                              : rmsnorm_backward(&a, space, bytes, stream_of(x));
+                const auto status = dresidual
+                                        ? rmsnorm_fused_add_backward(&a, space, bytes, stream_of(x))
+                                        : rmsnorm_backward(&a, space, bytes, stream_of(x));
                 if (launched(status)) return {dx, dw};
             }
         }

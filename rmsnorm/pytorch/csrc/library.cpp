@@ -47,11 +47,9 @@ std::tuple<Tensor, Tensor> fwd_cpu(const Tensor& x, const OptTensor& weight, dou
 }
 
 std::tuple<Tensor, Tensor, Tensor> add_fwd_cpu(const Tensor& x, const Tensor& residual,
-                                               const OptTensor& weight, double eps,
-                                               double offset, Mode casting_mode,
-                                               bool return_rstd) {
-    return triton_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode,
-                                     return_rstd);
+                                               const OptTensor& weight, double eps, double offset,
+                                               Mode casting_mode, bool return_rstd) {
+    return triton_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode, return_rstd);
 }
 
 Tensor add_fwd_inplace_cpu(const Tensor& x, const Tensor& residual, const OptTensor& weight,
