@@ -51,6 +51,12 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 log="$BUILD.log"
 mkdir -p "$(dirname "$BUILD")"
 # Quiet when it works; the whole log when a step fails.
+# A build folder configured from another source folder (cpp/ alone, before the package's
+# CMakeLists.txt) is reconfigured from scratch; its AOT cache (aot/) is kept.
+if [ -f "$BUILD/CMakeCache.txt" ] &&
+    ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$ROOT" "$BUILD/CMakeCache.txt"; then
+    rm -rf "$BUILD/CMakeCache.txt" "$BUILD/CMakeFiles"
+fi
 # The package's build (CMakeLists.txt: librmsnorm and the torch ops), installed in place into
 # rmsnorm/_native, where `import rmsnorm` finds it as it would in an installed package.
 if ! { cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
