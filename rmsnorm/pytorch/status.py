@@ -37,8 +37,7 @@ def status():
     report = {"ops": native.error or f"loaded: {native.OPS_LIBRARY}"}
     if native.error:
         return report
-    enabled = torch.ops.rmsnorm.use_compiled_kernels(True)
-    torch.ops.rmsnorm.use_compiled_kernels(enabled)
+    enabled = torch.ops.rmsnorm.use_compiled_kernels(None)
     report["compiled_kernels"] = enabled
     # "cuda": a str when no CUDA tensor can exist here, else per device.
     cuda = {}

@@ -2,6 +2,7 @@
 // the switch and report of which kernels serve CUDA tensors.
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 
 #include "compiled.hpp"
@@ -69,7 +70,9 @@ std::tuple<Tensor, Tensor> bwd_cpu(const Tensor& dy, const Tensor& x, const OptT
     return triton_ops().bwd.call(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw);
 }
 
-bool use_compiled_kernels(bool enabled) { return set_compiled_enabled(enabled); }
+bool use_compiled_kernels(std::optional<bool> enabled) {
+    return enabled ? set_compiled_enabled(*enabled) : compiled_enabled();
+}
 
 }  // namespace
 
@@ -98,8 +101,8 @@ TORCH_LIBRARY(rmsnorm, m) {
         define(prefix + "bwd", kBwd);
     }
     // Whether CUDA tensors take the compiled kernels where they cover the call (the default),
-    // or the Python launcher for everything; returns the previous setting.
-    m.def("use_compiled_kernels(bool enabled) -> bool", &use_compiled_kernels);
+    // or the Python launcher for everything; returns the previous setting (None: only reads it).
+    m.def("use_compiled_kernels(bool? enabled) -> bool", &use_compiled_kernels);
     // What serves CUDA tensors on device `device`: "sm_90 cubins", or why nothing compiled does.
     m.def("compiled_kernels(int device) -> str", &compiled_kernels_report);
 }
