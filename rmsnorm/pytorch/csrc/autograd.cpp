@@ -166,10 +166,9 @@ Tensor add_fwd_inplace_autograd(const Tensor& x, const Tensor& residual, const O
 void fwd_into_autograd(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
                        const Tensor& y, const OptTensor& residual_out, double eps, double offset,
                        Mode casting_mode) {
-    if (any_requires_grad(x, residual, weight))
-        TORCH_CHECK(false,
-                    "out= is not differentiable: an input requires grad; call without out (or "
-                    "under torch.no_grad())");
+    TORCH_CHECK(!any_requires_grad(x, residual, weight),
+                "out= is not differentiable: an input requires grad; call without out (or "
+                "under torch.no_grad())");
     {
         at::AutoDispatchBelowADInplaceOrView below;
         public_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode);

@@ -47,10 +47,11 @@ bool weight_ok(const OptTensor& weight, const Tensor& x) {
                        weight->is_contiguous());
 }
 
-// The checks every op makes of x, the weight and the casting mode.
+// The checks every op makes of x (its rows one stride apart: before anything is allocated),
+// the weight and the casting mode.
 bool covered(const Tensor& x, const OptTensor& weight, Mode casting_mode) {
     return compiled_enabled() && x.is_cuda() && plain(x) && dtype_of(x) && x.dim() > 0 &&
-           x.numel() > 0 && weight_ok(weight, x) && casting_mode_of(casting_mode);
+           x.numel() > 0 && row_stride(x) && weight_ok(weight, x) && casting_mode_of(casting_mode);
 }
 
 // ... and the forward's, of the scalars too.
@@ -100,17 +101,30 @@ Tensor rstd_for(const Tensor& x, bool return_rstd) {
     return empty(x.sizes().slice(0, x.dim() - 1), at::kFloat, x.device());
 }
 
+// Where the forward writes rstd: nowhere for an undefined or empty (unrequested) rstd.
+float* rstd_data(const Tensor& rstd) {
+    return rstd.defined() && rstd.numel() ? rstd.data_ptr<float>() : nullptr;
+}
+
+// The plain norm into a caller-chosen y (rstd written when it has elements). False when the
+// compiled kernels do not cover the call.
+bool norm_into(const Tensor& x, const OptTensor& weight, const Tensor& y, const Tensor& rstd,
+               double eps, double offset, Mode casting_mode) {
+    const auto sx = row_stride(x), sy = row_stride(y);
+    if (!sx || !sy) return false;
+    c10::cuda::CUDAGuard guard(x.device());  // librmsnorm launches in the current context
+    rmsnorm_forward_args a = forward_args(x, *sx, weight, eps, offset, casting_mode);
+    a.y = rows_of(y, *sy);
+    a.rstd = rstd_data(rstd);
+    return launched(rmsnorm_forward(&a, stream_of(x)));
+}
+
 std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& x, const OptTensor& weight, double eps,
                                     double offset, Mode casting_mode, bool return_rstd) {
-    const auto sx = covered(x, weight, eps, offset, casting_mode) ? row_stride(x) : std::nullopt;
-    if (sx) {
-        c10::cuda::CUDAGuard guard(x.device());  // librmsnorm launches in the current context
+    if (covered(x, weight, eps, offset, casting_mode)) {
         Tensor y = empty(x.sizes(), x.scalar_type(), x.device());
         Tensor rstd = rstd_for(x, return_rstd);
-        rmsnorm_forward_args a = forward_args(x, *sx, weight, eps, offset, casting_mode);
-        a.y = rows_of(y, a.n);
-        a.rstd = return_rstd ? rstd.data_ptr<float>() : nullptr;
-        if (launched(rmsnorm_forward(&a, stream_of(x)))) return {y, rstd};
+        if (norm_into(x, weight, y, rstd, eps, offset, casting_mode)) return {y, rstd};
     }
     return triton_ops().fwd.call(x, weight, eps, offset, casting_mode, return_rstd);
 }
@@ -128,7 +142,7 @@ bool add_into(const Tensor& x, const Tensor& residual, const OptTensor& weight, 
     a.y = rows_of(y, *sy);
     a.residual = rows_of(residual, *sresidual);
     a.residual_out = rows_of(residual_out, *sresidual_out);
-    a.rstd = rstd.numel() ? rstd.data_ptr<float>() : nullptr;
+    a.rstd = rstd_data(rstd);
     return launched(rmsnorm_fused_add_forward(&a, stream_of(x)));
 }
 
@@ -188,16 +202,10 @@ void fwd_into_cuda(const Tensor& x, const OptTensor& residual, const OptTensor& 
                    Mode casting_mode) {
     if (covered(x, weight, eps, offset, casting_mode) &&
         into_covered(x, residual, weight, y, residual_out)) {
-        if (residual) {
-            if (add_into(x, *residual, weight, y, *residual_out, Tensor(), eps, offset,
-                         casting_mode))
-                return;
-        } else if (const auto sx = row_stride(x)) {
-            c10::cuda::CUDAGuard guard(x.device());
-            rmsnorm_forward_args a = forward_args(x, *sx, weight, eps, offset, casting_mode);
-            a.y = rows_of(y, *row_stride(y));
-            if (launched(rmsnorm_forward(&a, stream_of(x)))) return;
-        }
+        const bool done = residual ? add_into(x, *residual, weight, y, *residual_out, Tensor(), eps,
+                                              offset, casting_mode)
+                                   : norm_into(x, weight, y, Tensor(), eps, offset, casting_mode);
+        if (done) return;
     }
     triton_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode);
 }
