@@ -115,10 +115,8 @@ def _checked(x, weight, eps, offset, casting_mode):
         validation.check_tensor("weight", weight)
     compiling = torch.compiler.is_compiling()
     validation.check_scalars(eps, offset, casting_mode, weight, values=not compiling)
-    if isinstance(eps, (torch.SymFloat, torch.SymInt)) or isinstance(
-            offset, (torch.SymFloat, torch.SymInt)):
-        return eps, offset
-    return float(eps), float(offset)
+    symbolic = (torch.SymFloat, torch.SymInt)  # traced values stay as they are
+    return tuple(v if isinstance(v, symbolic) else float(v) for v in (eps, offset))
 
 
 def _name_the_layout(**tensors):

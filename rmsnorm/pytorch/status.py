@@ -46,8 +46,8 @@ def status():
     elif not torch.cuda.is_available():
         cuda = "no GPU visible"
     else:
+        torch.cuda.init()
         for i in range(torch.cuda.device_count()):
-            torch.cuda.init()
             with torch.cuda.device(i):
                 torch.empty(1, device=f"cuda:{i}")  # the context librmsnorm asks about
                 what = torch.ops.rmsnorm.compiled_kernels(i)
