@@ -161,3 +161,49 @@ def test_cuda_graphs_replay_the_compiled_kernels():
     torch.cuda.synchronize()
     assert_same_bits(y, expected[0])
     assert_same_bits(s, expected[1])
+
+
+# A fresh process: its first backward runs on autograd's device thread, which has made no CUDA
+# runtime call yet (its memory comes from the allocator's cache) and so has no current context;
+# a new Python thread's first call is the same case. Both are served by the compiled kernels,
+# bit-identical to the Python launcher.
+_FRESH_THREADS = """
+import threading, torch, rmsnorm
+from rmsnorm.launch import ops
+launched = []
+for name in ("forward", "backward"):
+    fn = getattr(ops, name)
+    setattr(ops, name, lambda *a, _fn=fn, _name=name, **k: launched.append(_name) or _fn(*a, **k))
+
+def step(x, w, dy):
+    xg, wg = (t.detach().requires_grad_() for t in (x, w))
+    y = rmsnorm.rms_norm(xg, wg, 1e-5)
+    y.backward(dy)
+    return y.detach(), xg.grad, wg.grad
+
+x = torch.randn(8, 512, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(512, device="cuda", dtype=torch.bfloat16)
+dy = torch.randn_like(x)
+compiled = step(x, w, dy)
+on_thread = []
+thread = threading.Thread(target=lambda: on_thread.append(rmsnorm.fused_add_rms_norm(x, dy, w)))
+thread.start()
+thread.join()
+assert len(on_thread) == 1, "the thread's call raised"
+assert not launched, launched
+with torch.no_grad():
+    expected_add = rmsnorm.fused_add_rms_norm(x, dy, w)
+rmsnorm.use_compiled_kernels(False)
+for got, expected in zip(compiled + on_thread[0], step(x, w, dy) + expected_add):
+    assert torch.equal(got.view(torch.int16), expected.view(torch.int16))
+print("ok")
+"""
+
+
+def test_threads_without_a_cuda_context_are_served_by_the_compiled_kernels():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FRESH_THREADS], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -8,6 +8,8 @@
 #include <ATen/Context.h>
 #include <ATen/cuda/EmptyTensor.h>
 #include <ATen/native/TensorFactories.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -96,6 +98,19 @@ bool launched(rmsnorm_status status) {
                 rmsnorm_last_error());
 }
 
+// librmsnorm launches in the thread's current CUDA context. A thread PyTorch has made no runtime
+// call on yet (autograd's device threads, whose first backward can find its memory in the
+// allocator's cache) has none, and CUDAGuard does not make one: cudaGetDevice already answers
+// x's device there. Then the device is set for real and the call made again: no cost on the
+// calls that find a context.
+template <class Call>
+rmsnorm_status in_context(const Tensor& x, Call call) {
+    rmsnorm_status status = call();
+    if (status != RMSNORM_ERROR_NO_GPU) return status;
+    C10_CUDA_CHECK(c10::cuda::SetDevice(x.get_device(), /*force=*/true));
+    return call();
+}
+
 Tensor rstd_for(const Tensor& x, bool return_rstd) {
     if (!return_rstd) return empty({0}, at::kFloat, x.device());
     return empty(x.sizes().slice(0, x.dim() - 1), at::kFloat, x.device());
@@ -112,11 +127,11 @@ bool norm_into(const Tensor& x, const OptTensor& weight, const Tensor& y, const 
                double eps, double offset, Mode casting_mode) {
     const auto sx = row_stride(x), sy = row_stride(y);
     if (!sx || !sy) return false;
-    c10::cuda::CUDAGuard guard(x.device());  // librmsnorm launches in the current context
+    c10::cuda::CUDAGuard guard(x.device());
     rmsnorm_forward_args a = forward_args(x, *sx, weight, eps, offset, casting_mode);
     a.y = rows_of(y, *sy);
     a.rstd = rstd_data(rstd);
-    return launched(rmsnorm_forward(&a, stream_of(x)));
+    return launched(in_context(x, [&] { return rmsnorm_forward(&a, stream_of(x)); }));
 }
 
 std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& x, const OptTensor& weight, double eps,
@@ -143,7 +158,7 @@ bool add_into(const Tensor& x, const Tensor& residual, const OptTensor& weight, 
     a.residual = rows_of(residual, *sresidual);
     a.residual_out = rows_of(residual_out, *sresidual_out);
     a.rstd = rstd_data(rstd);
-    return launched(rmsnorm_fused_add_forward(&a, stream_of(x)));
+    return launched(in_context(x, [&] { return rmsnorm_fused_add_forward(&a, stream_of(x)); }));
 }
 
 bool add_covered(const Tensor& x, const Tensor& residual, const OptTensor& weight, double eps,
@@ -243,7 +258,8 @@ std::tuple<Tensor, Tensor> bwd_cuda(const Tensor& dy, const Tensor& x, const Opt
             a.offset = static_cast<float>(offset);
             a.casting_mode = *casting_mode_of(casting_mode);
             size_t bytes = 0;
-            if (launched(rmsnorm_backward_workspace_size(&a, &bytes))) {
+            if (launched(
+                    in_context(x, [&] { return rmsnorm_backward_workspace_size(&a, &bytes); }))) {
                 // The caching allocator's blocks are 512-byte aligned.
                 Tensor workspace;
                 if (bytes) workspace = empty({static_cast<int64_t>(bytes)}, at::kByte, x.device());
