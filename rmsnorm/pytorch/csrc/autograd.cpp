@@ -65,6 +65,9 @@ void save(AutogradContext* ctx, const Tensor& norm_input, const OptTensor& weigh
     ctx->saved_data["y_dtype"] = y.scalar_type();
     ctx->saved_data["weight_index"] = weight_index;
     ctx->mark_non_differentiable({rstd});
+    // rstd never has a gradient, and an unused y or residual_out is handled in grads(): no
+    // zeros allocated and filled for them on every backward.
+    ctx->set_materialize_grads(false);
 }
 
 // (the gradient of the norm's input, dw) for the saved forward.
@@ -80,6 +83,9 @@ std::tuple<Tensor, Tensor> grads(AutogradContext* ctx, Tensor dy, const Tensor& 
         return differentiable_grads(dy, norm_input, weight, dresidual,
                                     ctx->saved_data["eps"].toDouble(), offset,
                                     casting_mode == "llama", need_dw);
+    // Below autograd: nothing here requires grad, and bwd's Autograd kernel is a boxed
+    // fallback that would cost a few microseconds for nothing.
+    at::AutoDispatchBelowADInplaceOrView below;
     auto [dnorm_input, dw] = public_ops().bwd.call(dy, norm_input, opt(weight), rstd,
                                                    opt(dresidual), offset, casting_mode, need_dw);
     return {dnorm_input, need_dw ? dw : Tensor()};
