@@ -199,6 +199,28 @@ def test_fused_add_gives_x_and_residual_the_gradient_of_the_sum(device, x_dtype,
     assert rel_err(dw, dw64) <= GRAD_RTOL[x_dtype]
 
 
+@pytest.mark.parametrize("used", ["y", "residual_out"])
+def test_fused_add_with_one_output_used_takes_the_other_gradient_as_zero(device, used):
+    seed = seed_of("one-output", used)
+    x, res = randn((9, 200), torch.bfloat16, device, seed), randn((9, 200), torch.float32,
+                                                                   device, seed + 1)
+    w = weight_for(200, torch.bfloat16, device, seed)
+    leaves = [t.detach().clone().requires_grad_() for t in (x, res, w)]
+    y, s = rmsnorm.fused_add_rms_norm(*leaves)
+    used_out = y if used == "y" else s
+    d_used = randn(used_out.shape, used_out.dtype, device, seed + 2)
+    got = torch.autograd.grad(used_out, leaves, d_used, allow_unused=True)
+    # The same step with the unused output's gradient given as zeros.
+    zero = torch.zeros_like(s if used == "y" else y)
+    both = (d_used, zero) if used == "y" else (zero, d_used)
+    want = grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(a, b, c), (x, res, w), both)
+    for g, expected in zip(got, want):
+        assert torch.equal(g, expected)
+    if used == "residual_out":
+        assert torch.equal(got[1], d_used) and torch.equal(got[0], d_used.to(x.dtype))
+        assert torch.equal(got[2], torch.zeros_like(w))
+
+
 def test_inplace_fused_add_under_autograd_matches_the_out_of_place_one(device):
     seed = seed_of("inplace-grad")
     x = randn((5, 64), torch.float32, device, seed)
