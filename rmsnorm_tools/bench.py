@@ -33,6 +33,7 @@ just written and may still sit in L2.
 """
 
 import argparse
+import contextlib
 import functools
 import itertools
 import json
@@ -314,26 +315,46 @@ def host_us_per_call(fn, calls=200):
     return (t1 - t0) / calls * 1e6
 
 
+def host_us_rounds(cases, rounds=9, calls=200):
+    """{name: (median, min, max)} of host_us_per_call over `rounds` rounds, the cases timed in
+    turn within each round: the host's speed drifts by a third within a run, so cases timed
+    one after another in single loops can differ by more than they really do. A case is a
+    callable, or (callable, context manager factory) for a setting held while it is timed."""
+    times = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, case in cases.items():
+            fn, setting = case if isinstance(case, tuple) else (case, contextlib.nullcontext)
+            with setting():
+                times[name].append(host_us_per_call(fn, calls))
+    return {name: (statistics.median(t), min(t), max(t)) for name, t in times.items()}
+
+
+@contextlib.contextmanager
+def python_launcher_only():
+    previous = rmsnorm.use_compiled_kernels(False)
+    try:
+        yield
+    finally:
+        rmsnorm.use_compiled_kernels(previous)
+
+
 def overhead_table(dtype=torch.bfloat16, m=1, n=4096):
     """Host microseconds per call at a decode shape: rmsnorm's public functions (the C++ op
     route), the same with CUDA tensors sent to the Python launcher, torch's own, and a
-    compiled two-layer block with either norm."""
+    compiled two-layer block with either norm; each the median of interleaved rounds
+    (host_us_rounds), with their spread."""
     rows = []
     for op in ("fwd", "add", "fwdbwd"):
         x, r, w = make_inputs(op, m, n, dtype)
         dy = make_grad(x) if op in BACKWARD_OPS else None
-        fns = {"rmsnorm": ours(op, x, r, w, dy), **peer_fns(op, x, r, w, ["eager"], dy)}
-        for name, fn in fns.items():
-            rows.append((op, name, host_us_per_call(fn)))
-        previous = rmsnorm.use_compiled_kernels(False)
-        try:
-            rows.append((op, "rmsnorm, Python launcher", host_us_per_call(ours(op, x, r, w,
-                                                                               dy))))
-        finally:
-            rmsnorm.use_compiled_kernels(previous)
+        cases = {"rmsnorm": ours(op, x, r, w, dy), **peer_fns(op, x, r, w, ["eager"], dy),
+                 "rmsnorm, Python launcher": (ours(op, x, r, w, dy), python_launcher_only)}
+        rows += [(op, name, us) for name, us in host_us_rounds(cases).items()]
     rows += _compiled_block_rows(dtype, m, n)
-    lines = [f"| op | impl | host us per call ({m} x {n}, {str(dtype)[6:]}) |", "|---|---|---|"]
-    lines += [f"| {op} | {name} | {us:.1f} |" for op, name, us in rows]
+    lines = [f"| op | impl | host us per call ({m} x {n}, {str(dtype)[6:]}), median | "
+             "min - max of the rounds |", "|---|---|---|---|"]
+    lines += [f"| {op} | {name} | {med:.1f} | {lo:.1f} - {hi:.1f} |"
+              for op, name, (med, lo, hi) in rows]
     return "\n".join(lines)
 
 
@@ -350,12 +371,11 @@ def _compiled_block_rows(dtype, m, n):
         s = res + linear(F.rms_norm(a, (n,), w, EPS))
         return F.rms_norm(s, (n,), w, EPS), s
 
-    rows = []
+    cases = {}
     for name, block in (("rmsnorm", ours_block), ("torch F.rms_norm", torch_block)):
         compiled = torch.compile(block, fullgraph=True, dynamic=False)
-        with torch.no_grad():
-            rows.append(("compiled block", name, host_us_per_call(lambda: compiled(x, r))))
-    return rows
+        cases[name] = (functools.partial(compiled, x, r), torch.no_grad)
+    return [("compiled block", name, us) for name, us in host_us_rounds(cases).items()]
 
 
 def _error(e):
