@@ -2,6 +2,10 @@
 calls they cover, bit-identical to the Python launcher (rmsnorm.launch.ops), and hand the rest
 to it, which then computes them or names the argument at fault."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -11,6 +15,15 @@ from helpers import assert_same_bits
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+@pytest.fixture(autouse=True)
+def compiled_kernels_on():
+    """These tests are about the compiled kernels: on also in a run of the suite with
+    RMSNORM_KERNELS=triton (which sends every other test's CUDA calls to the launcher)."""
+    previous = rmsnorm.use_compiled_kernels(True)
+    yield
+    rmsnorm.use_compiled_kernels(previous)
 
 
 @pytest.fixture
@@ -201,9 +214,7 @@ print("ok")
 
 
 def test_threads_without_a_cuda_context_are_served_by_the_compiled_kernels():
-    import subprocess
-    import sys
-
+    env = {k: v for k, v in os.environ.items() if k != "RMSNORM_KERNELS"}
     done = subprocess.run([sys.executable, "-c", _FRESH_THREADS], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
