@@ -146,3 +146,9 @@ def test_a_kernel_whose_ptx_takes_other_parameters_fails_the_build():
         f"\t.param {decl[k]} k_param_{i}" for i, k in enumerate(kinds)) + "\n)\n"
     own = {"name": "k", "parameters": aot_abi.ptx_parameters(ptx, "k")}
     aot_abi.check_parameters(90, [spec], [own])  # the family's own list passes
+
+
+def test_the_split_forwards_threshold_is_the_launch_tables():
+    divisors = re.search(r"kSplitForwardSmDivisor\[2\] = \{(\d+), (\d+)\};", HEADER).groups()
+    assert [int(d) for d in divisors] == [configs.SPLIT_FORWARD_SM_DIVISOR[op]
+                                          for op in ("fwd", "add")]

@@ -119,6 +119,12 @@ def header(arch=90):
         f"constexpr int kTableOpCount = {len(configs.OPS)};",
         f"constexpr int kMaxWidthRules = {aot_emit.MAX_WIDTH_RULES};",
         "",
+        "// Looped forward rows fewer than the SMs over this (kForward, kAdd) are the split",
+        "// forward's (rmsnorm.launch.configs.SPLIT_FORWARD_SM_DIVISOR), which librmsnorm lacks:",
+        "// RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS refuses them.",
+        "constexpr int kSplitForwardSmDivisor[2] = {"
+        f"{configs.SPLIT_FORWARD_SM_DIVISOR['fwd']}, {configs.SPLIT_FORWARD_SM_DIVISOR['add']}}};",
+        "",
         "// Columns per program of the dw reduction over rows of n partials, by ceil(log2(n))",
         "// (rmsnorm.launch.configs.reduce_launch, which depends on n's next power of two alone).",
         "constexpr int kReduceBlock[32] = {",

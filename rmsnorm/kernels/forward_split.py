@@ -1,6 +1,7 @@
 """RMSNorm forward (and fused add) for a few long rows, split in two grids (device code only;
 rmsnorm.launch.ops takes it for looped rows when they are fewer than half the SMs, a quarter for the
-fused add: ops._split_below. librmsnorm runs the looped kernel there: the same bits).
+fused add: configs.SPLIT_FORWARD_SM_DIVISOR. librmsnorm has none: the torch ops hand these
+calls to the Python launcher; librmsnorm's own callers get the looped kernel, the same bits).
 
 The looped forward gives a row to one program: 32 rows of 262144 keep 32 of 132 SMs busy.
 Here every (row, tile of BLOCK_N columns) is a work item of two grids:

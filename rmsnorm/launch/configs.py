@@ -52,6 +52,14 @@ DEFAULT_ARCH = 90  # what the interpreter and the CPU assume
 # Programmatic dependent launch (rmsnorm.kernels.prior_grid) needs PTX's griddepcontrol, from
 # sm_90 on: kernels for these archs wait on the prior grid (a no-op unless launched with PDL).
 PDL_MIN_ARCH = 90
+# A looped forward of fewer rows than the SMs // SPLIT_FORWARD_SM_DIVISOR[op] takes the split
+# forward (rmsnorm.kernels.forward_split: the same bits, more programs). Measured on the H200
+# (132 SMs) at 2^23 elements from CUDA graphs, bf16 (2026-12-01, docs/PERFORMANCE.md): the
+# forward gains 25 points of copy at 32 rows and 9 at 64, loses 28 at 128; the fused add gains
+# 18 at 32 rows, loses 2 at 64 and 13 at 128. So: below half the SMs for the forward, a
+# quarter for the fused add. librmsnorm has no split forward; the op library asks it to refuse
+# these calls (RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS) and hands them to the Python launcher.
+SPLIT_FORWARD_SM_DIVISOR = {"fwd": 2, "add": 4}
 
 
 def compile_options(vectorised: bool) -> dict:
@@ -68,6 +76,11 @@ def compile_options(vectorised: bool) -> dict:
 
 def waits_on_prior_grid(arch: int) -> bool:
     return arch >= PDL_MIN_ARCH
+
+
+def split_forward_below(op: str, sm_count: int) -> int:
+    """Looped rows of op ("fwd" or "add") fewer than this take the split forward."""
+    return sm_count // SPLIT_FORWARD_SM_DIVISOR[op]
 
 
 def widest_tile(elem_bytes: int, keep_stored: bool = False) -> int:

@@ -225,14 +225,10 @@ def _check_launch(launch, n, op):
 
 
 def _split_below(device, fused):
-    """Looped rows fewer than this take the split forward (same bits, more programs).
-    Measured on the H200 (132 SMs) at 2^23 elements from CUDA graphs, bf16 (device call 1 of
-    2026-12-01, docs/PERFORMANCE.md): the forward gains 25 points of copy at 32 rows and 9
-    at 64, loses 28 at 128; the fused add gains 18 at 32 rows, loses 2 at 64 and 13 at 128.
-    So: below half the SMs for the forward, a quarter for the fused add."""
+    """Looped rows fewer than this take the split forward (configs.SPLIT_FORWARD_SM_DIVISOR)."""
     if INTERPRETED:
         return INTERPRETER_PROGRAMS
-    return _sm_count(device) // (4 if fused else 2)
+    return configs.split_forward_below("add" if fused else "fwd", _sm_count(device))
 
 
 def _split_forward(x, residual, weight, y, residual_out, rstd, sizes, eps, offset,

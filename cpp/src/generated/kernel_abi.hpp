@@ -31,6 +31,11 @@ constexpr unsigned kVariantShift = 10, kVariantBits = 22;
 constexpr int kTableOpCount = 3;
 constexpr int kMaxWidthRules = 48;
 
+// Looped forward rows fewer than the SMs over this (kForward, kAdd) are the split
+// forward's (rmsnorm.launch.configs.SPLIT_FORWARD_SM_DIVISOR), which librmsnorm lacks:
+// RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS refuses them.
+constexpr int kSplitForwardSmDivisor[2] = {2, 4};
+
 // Columns per program of the dw reduction over rows of n partials, by ceil(log2(n))
 // (rmsnorm.launch.configs.reduce_launch, which depends on n's next power of two alone).
 constexpr int kReduceBlock[32] = {
