@@ -42,7 +42,7 @@ uint32_t log2_of(uint32_t pow2) {
 }
 
 rmsnorm_status check_flags(unsigned flags) {
-    if ((flags & ~unsigned{RMSNORM_LAUNCH_PDL}) != 0)
+    if ((flags & ~unsigned{RMSNORM_LAUNCH_PDL | RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS}) != 0)
         return invalid("launch_flags has unknown bits");
     return succeed();
 }
@@ -239,6 +239,12 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     key.align = p.alignment();
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
+    if ((a.launch_flags & RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS) != 0 && k.image->looped &&
+        a.rows < c.device->sm_count / abi::kSplitForwardSmDivisor[fused ? 1 : 0]) {
+        return unsupported(std::to_string(a.rows) + " looped rows are fewer than the split " +
+                           "forward's threshold, which RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS refuses " +
+                           "(librmsnorm has no split forward)");
+    }
     for (int64_t first = 0; first < a.rows; first += kRowsPerLaunch) {
         const int64_t count = std::min(kRowsPerLaunch, a.rows - first);
         place(first, count);

@@ -62,6 +62,7 @@ struct KernelImage {
     int shared;           // dynamic shared memory, bytes
     int rows;             // rows per program step
     int programs_per_sm;  // persistent grid: min(row blocks, SMs * programs_per_sm)
+    bool looped;          // the loop path: one program walks each row
 };
 
 // Every kernel compiled for one arch: cubins (exact arch, or same major and older minor for

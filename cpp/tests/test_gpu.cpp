@@ -1469,7 +1469,7 @@ class GpuRefuses : public GpuTest {
     }
     void TearDown() override {
         if (!ready()) return;
-        // Nothing was launched, and nothing failed on the device.
+        // Nothing failed on the device (most of these calls are refused before any launch).
         EXPECT_EQ(cudaStreamSynchronize(stream().get()), cudaSuccess);
         EXPECT_EQ(cudaGetLastError(), cudaSuccess);
     }
@@ -1527,11 +1527,43 @@ TEST_F(GpuRefuses, AWeightOfAnotherDtypeAsUnsupported) {
 }
 
 TEST_F(GpuRefuses, UnknownLaunchFlagsAsInvalid) {
-    fwd.launch_flags = 2;
+    fwd.launch_flags = 4;
     refused(forward(), RMSNORM_ERROR_INVALID_ARGUMENT, "launch_flags");
     bwd.launch_flags = RMSNORM_LAUNCH_PDL | 4;
     refused(backward(), RMSNORM_ERROR_INVALID_ARGUMENT, "launch_flags");
     refused(workspace_size(), RMSNORM_ERROR_INVALID_ARGUMENT, "launch_flags");
+}
+
+TEST_F(GpuRefuses, FewLoopedRowsOnlyWhenAskedTo) {
+    // Rows of 131072 bf16 values take the looped kernel (wider than any tile). With
+    // RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS a forward of fewer rows than half the SMs (a fused add:
+    // a quarter) is refused, for the caller's split forward; from there on, and without the
+    // flag, it launches.
+    const int64_t n = 131072, fwd_below = sms() / 2, add_below = sms() / 4;
+    const size_t bytes = static_cast<size_t>(fwd_below * n) * 2;
+    DeviceBuffer x(bytes), y(bytes), residual(bytes);
+    fwd.n = n;
+    fwd.x = rmsnorm_rows{x.get(), n, RMSNORM_BF16};
+    fwd.y = rmsnorm_rows{y.get(), n, RMSNORM_BF16};
+    fwd.launch_flags = RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS;
+    fwd.rows = fwd_below - 1;
+    refused(forward(), RMSNORM_ERROR_UNSUPPORTED, "RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS");
+    fwd.rows = fwd_below;
+    EXPECT_EQ(forward(), RMSNORM_SUCCESS) << rmsnorm_last_error();
+    fwd.rows = fwd_below - 1;
+    fwd.launch_flags = RMSNORM_LAUNCH_PDL;
+    EXPECT_EQ(forward(), RMSNORM_SUCCESS) << rmsnorm_last_error();
+
+    fwd.residual = fwd.residual_out = rmsnorm_rows{residual.get(), n, RMSNORM_BF16};
+    fwd.launch_flags = RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS;
+    fwd.rows = add_below - 1;
+    refused(fused_forward(), RMSNORM_ERROR_UNSUPPORTED, "RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS");
+    fwd.rows = add_below;
+    EXPECT_EQ(fused_forward(), RMSNORM_SUCCESS) << rmsnorm_last_error();
+    // Rows that fit a tile are never refused.
+    fwd.n = 4096;
+    fwd.rows = 1;
+    EXPECT_EQ(fused_forward(), RMSNORM_SUCCESS) << rmsnorm_last_error();
 }
 
 TEST_F(GpuRefuses, RowStridesOf2To31ElementsAsUnsupported) {

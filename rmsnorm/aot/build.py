@@ -225,12 +225,13 @@ def compile_one(spec, arch):
 
 
 def grid_facts(spec, arch):
-    """(rows per program step, programs per SM) of spec's launch on arch: the grid, which
-    the runtime computes and the compiled code does not depend on."""
+    """(rows per program step, programs per SM, looped) of spec's launch on arch: the grid,
+    which the runtime computes and the compiled code does not depend on, and whether it is
+    the loop path's (one program walks each row)."""
     if spec.op == "reduce":
-        return 1, 1  # one program per BLOCK_C columns
+        return 1, 1, False  # one program per BLOCK_C columns
     launch = _launch(spec, arch)
-    return launch.rows, launch.programs_per_sm
+    return launch.rows, launch.programs_per_sm, launch.path == "loop"
 
 
 def _sources_hash():

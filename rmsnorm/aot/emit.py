@@ -78,9 +78,10 @@ def emit(out, per_arch, cache_path, ptx_arch):
         lines += _width_rules(arch)
     for label, _, _, _, specs, metas, spans, grids in images:
         lines.append(f"static const KernelImage kKernels_{label}[] = {{")
-        for spec, meta, (offset, size), (rows, ppsm) in zip(specs, metas, spans, grids):
+        for spec, meta, (offset, size), (rows, ppsm, looped) in zip(specs, metas, spans, grids):
             lines.append(f"    {{{spec.key()}u, \"{meta['name']}\", {offset}u, {size}u, "
-                         f"{meta['num_warps']}, {meta['shared']}, {rows}, {ppsm}}},")
+                         f"{meta['num_warps']}, {meta['shared']}, {rows}, {ppsm}, "
+                         f"{'true' if looped else 'false'}}},")
         lines.append("};")
     lines += ["", "const ImageSet kImageSets[] = {"]
     for label, arch, is_ptx, *_ in images:

@@ -69,6 +69,13 @@ enum {
      * the kernels cannot wait (GPUs before sm_90, or the PTX fallback JIT-compiled for a GPU
      * this build has no cubins for) the flag is ignored: an ordinary launch in stream order. */
     RMSNORM_LAUNCH_PDL = 1,
+    /* For a caller that has a split forward of its own (the PyTorch package's Triton
+     * launcher): a forward or fused add whose rows take the looped kernel (rows wider than the
+     * launch table's widest tile) and are fewer than the SMs / 2 (forward) or / 4 (fused add)
+     * returns RMSNORM_ERROR_UNSUPPORTED instead of launching. There that kernel keeps few SMs
+     * busy (one program per row: half the speed of a split forward at 32 rows on an H200);
+     * librmsnorm has no split forward yet. Backward calls ignore the flag. */
+    RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS = 2,
 };
 
 typedef enum rmsnorm_dtype {
