@@ -107,6 +107,26 @@ def test_strided_rows_take_the_compiled_kernels_and_the_rest_the_python_launcher
     assert served == [False, True, True, True]
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_few_rows_of_looped_width_take_the_launchers_split_forward(launcher_calls, fused):
+    # Rows of 131072 bf16 values take the looped kernel; fewer of them than half the SMs (a
+    # quarter for the fused add) are faster in the launcher's split forward, which librmsnorm
+    # lacks. From the threshold on the compiled kernels serve them. Both give the same bits.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    below = sms // (4 if fused else 2)
+    served = []
+    for rows in (below - 1, below):
+        x, r = (torch.randn(rows, 131072, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        w = torch.randn(131072, device="cuda", dtype=torch.bfloat16)
+        launcher_calls.clear()
+        got = rmsnorm.fused_add_rms_norm(x, r, w) if fused else (rmsnorm.rms_norm(x, w),)
+        served.append(launcher_calls == ["forward"])
+        want = ops.forward(x, w, residual=r if fused else None)[:2 if fused else 1]
+        for g, e in zip(got, want):
+            assert_same_bits(g, e)
+    assert served == [True, False]
+
+
 def test_errors_name_the_argument():
     x = torch.randn(4, 64, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="eps"):

@@ -16,6 +16,8 @@ TRITON_CASES = (
     "rows that need two strides (views such as x[:, ::2] of a 3-D tensor)",
     "tensors with the negative bit (x._neg_view()), tensor subclasses other than DTensor",
     "outputs (out=, residual_out) that partly overlap an input",
+    "forwards of rows wider than the widest tile, fewer than half the SMs (a quarter for the "
+    "fused add): the launcher's split forward (librmsnorm has none)",
     "n or a row stride of 2^31 elements or more; a backward of 2^31 rows or more",
     "GPUs this build compiled no kernel for (see status()['cuda'])",
 )

@@ -80,6 +80,8 @@ rmsnorm_forward_args forward_args(const Tensor& x, int64_t sx, const OptTensor& 
     a.eps = static_cast<float>(eps);
     a.offset = static_cast<float>(offset);
     a.casting_mode = *casting_mode_of(casting_mode);
+    // Few rows of looped width: the Python launcher's split forward is faster there.
+    a.launch_flags = RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS;
     return a;
 }
 
@@ -88,8 +90,8 @@ rmsnorm_rows rows_of(const Tensor& t, int64_t stride) {
 }
 
 // librmsnorm's answer: true when it launched; false for a call its kernels do not take (no
-// kernel for this GPU, sizes beyond 2^31), which the Python launcher then computes or
-// refuses. CUDA errors raise.
+// kernel for this GPU, sizes beyond 2^31, few rows of looped width), which the Python
+// launcher then computes or refuses. CUDA errors raise.
 bool launched(rmsnorm_status status) {
     if (status == RMSNORM_SUCCESS) return true;
     if (status == RMSNORM_ERROR_UNSUPPORTED || status == RMSNORM_ERROR_INVALID_ARGUMENT)
