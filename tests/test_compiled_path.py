@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import rmsnorm
-from rmsnorm.launch import ops
+from rmsnorm.launch import configs, ops
 from helpers import assert_same_bits
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
@@ -113,7 +113,7 @@ def test_few_rows_of_looped_width_take_the_launchers_split_forward(launcher_call
     # quarter for the fused add) are faster in the launcher's split forward, which librmsnorm
     # lacks. From the threshold on the compiled kernels serve them. Both give the same bits.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    below = sms // (4 if fused else 2)
+    below = configs.split_forward_below("add" if fused else "fwd", sms)
     served = []
     for rows in (below - 1, below):
         x, r = (torch.randn(rows, 131072, device="cuda", dtype=torch.bfloat16) for _ in range(2))
