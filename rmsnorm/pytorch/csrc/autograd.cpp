@@ -2,19 +2,32 @@
 // forward. A first-order backward runs rmsnorm::bwd (the kernels); one that must itself be
 // differentiable (create_graph=True with an input requiring grad) computes the same contract
 // with differentiable ATen ops, so double backward is right.
+//
+// The backward is a Node of its own, made as PyTorch's generated code makes its ops' nodes,
+// not a torch::autograd::Function: that one's bookkeeping (input and output records, the
+// saved_data dictionary, output wrapping) cost 5 us per forward and 3 per backward on the
+// H200's host, more than the whole kernel call.
 #include <ATen/ATen.h>
-#include <torch/autograd.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "schemas.hpp"
 
 namespace rmsnorm_torch {
 namespace {
 
-using torch::autograd::AutogradContext;
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
 bool requires_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
@@ -55,102 +68,141 @@ std::tuple<Tensor, Tensor> differentiable_grads(const Tensor& dy, const Tensor& 
     return {dx.to(x.scalar_type()), dw.to(weight.scalar_type())};
 }
 
-void save(AutogradContext* ctx, const Tensor& norm_input, const OptTensor& weight,
-          const Tensor& rstd, double eps, double offset, Mode casting_mode, const Tensor& y,
-          int64_t weight_index) {
-    ctx->save_for_backward({norm_input, weight.value_or(Tensor()), rstd});
-    ctx->saved_data["eps"] = eps;
-    ctx->saved_data["offset"] = offset;
-    ctx->saved_data["casting_mode"] = std::string(casting_mode);
-    ctx->saved_data["y_dtype"] = y.scalar_type();
-    ctx->saved_data["weight_index"] = weight_index;
-    ctx->mark_non_differentiable({rstd});
-    // rstd never has a gradient, and an unused y or residual_out is handled in grads(): no
-    // zeros allocated and filled for them on every backward.
-    ctx->set_materialize_grads(false);
-}
-
-// (the gradient of the norm's input, dw) for the saved forward.
-std::tuple<Tensor, Tensor> grads(AutogradContext* ctx, Tensor dy, const Tensor& dresidual) {
-    const variable_list saved = ctx->get_saved_variables();
-    const Tensor &norm_input = saved[0], &weight = saved[1], &rstd = saved[2];
-    const double offset = ctx->saved_data["offset"].toDouble();
-    const std::string casting_mode = ctx->saved_data["casting_mode"].toStringRef();
-    const bool need_dw =
-        weight.defined() && ctx->needs_input_grad(ctx->saved_data["weight_index"].toInt());
-    if (!dy.defined()) dy = at::zeros_like(norm_input, ctx->saved_data["y_dtype"].toScalarType());
-    if (any_requires_grad(dy, dresidual, norm_input, weight))
-        return differentiable_grads(dy, norm_input, weight, dresidual,
-                                    ctx->saved_data["eps"].toDouble(), offset,
-                                    casting_mode == "llama", need_dw);
-    // Below autograd: nothing here requires grad, and bwd's Autograd kernel is a boxed
-    // fallback that would cost a few microseconds for nothing.
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto [dnorm_input, dw] = public_ops().bwd.call(dy, norm_input, opt(weight), rstd,
-                                                   opt(dresidual), offset, casting_mode, need_dw);
-    return {dnorm_input, need_dw ? dw : Tensor()};
-}
-
-class Norm : public torch::autograd::Function<Norm> {
- public:
-    static variable_list forward(AutogradContext* ctx, const Tensor& x, const OptTensor& weight,
-                                 double eps, double offset, Mode casting_mode) {
-        at::AutoDispatchBelowADInplaceOrView below;
-        auto [y, rstd] = public_ops().fwd.call(x, weight, eps, offset, casting_mode, true);
-        save(ctx, x, weight, rstd, eps, offset, casting_mode, y, 1);
-        return {y, rstd};
-    }
-
-    static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-        auto [dx, dw] = grads(ctx, grad_outputs[0], Tensor());
-        return {dx, dw, Tensor(), Tensor(), Tensor()};
-    }
+// What a forward keeps for its backward.
+struct Saved {
+    double eps;
+    double offset;
+    std::string casting_mode;
+    at::ScalarType y_dtype;
 };
 
-// The fused add: x and residual both receive the gradient of residual_out (x in its own
-// dtype: bf16 activations on an fp32 residual stream).
-class AddNorm : public torch::autograd::Function<AddNorm> {
+// The backward of rmsnorm::fwd (inputs x, weight) and, with x_dtype set, of the fused add
+// (inputs x, residual, weight; its norm input is the sum residual_out, an output of the node).
+class NormBackward final : public Node {
  public:
-    static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& residual,
-                                 const OptTensor& weight, double eps, double offset,
-                                 Mode casting_mode) {
-        at::AutoDispatchBelowADInplaceOrView below;
-        auto [y, residual_out, rstd] =
-            public_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode, true);
-        save(ctx, residual_out, weight, rstd, eps, offset, casting_mode, y, 2);
-        ctx->saved_data["x_dtype"] = x.scalar_type();
-        return {y, residual_out, rstd};
+    NormBackward(Saved saved, std::optional<at::ScalarType> x_dtype)
+        : saved_(std::move(saved)), x_dtype_(x_dtype) {}
+
+    std::string name() const override {
+        return x_dtype_ ? "rmsnorm::AddNormBackward" : "rmsnorm::NormBackward";
     }
 
-    static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-        auto [dnorm_input, dw] = grads(ctx, grad_outputs[0], grad_outputs[1]);
-        const auto x_dtype = ctx->saved_data["x_dtype"].toScalarType();
-        Tensor dx = dnorm_input.scalar_type() == x_dtype ? dnorm_input : dnorm_input.to(x_dtype);
-        return {dx, dnorm_input, dw, Tensor(), Tensor(), Tensor()};
+    void save(const Tensor& norm_input, bool norm_input_is_output, const OptTensor& weight,
+              const Tensor& rstd) {
+        norm_input_ = SavedVariable(norm_input, norm_input_is_output);
+        weight_ = SavedVariable(weight, false);
+        rstd_ = SavedVariable(rstd, false);
     }
+
+    // Gradients: y's, and for the fused add residual_out's; either may be undefined (unused).
+    variable_list apply(variable_list&& grads) override {
+        std::lock_guard<std::mutex> lock(mutex_);  // against release_variables
+        const Tensor norm_input = norm_input_.unpack(getptr());
+        const Tensor weight = weight_.unpack(), rstd = rstd_.unpack();
+        Tensor dy = grads[0];
+        const Tensor dresidual = x_dtype_ ? grads[1] : Tensor();
+        const size_t weight_index = x_dtype_ ? 2 : 1;
+        const bool need_dw = weight.defined() && task_should_compute_output(weight_index);
+        if (!dy.defined()) dy = at::zeros_like(norm_input, saved_.y_dtype);
+        auto [dnorm_input, dw] = grads_of(dy, norm_input, weight, rstd, dresidual, need_dw);
+        if (!x_dtype_) return {dnorm_input, dw};
+        // x and residual both receive the gradient of residual_out (x in its own dtype: bf16
+        // activations on an fp32 residual stream).
+        Tensor dx =
+            dnorm_input.scalar_type() == *x_dtype_ ? dnorm_input : dnorm_input.to(*x_dtype_);
+        return {dx, dnorm_input, dw};
+    }
+
+    void release_variables() override {
+        std::lock_guard<std::mutex> lock(mutex_);
+        norm_input_.reset_data();
+        weight_.reset_data();
+        rstd_.reset_data();
+    }
+
+ private:
+    std::tuple<Tensor, Tensor> grads_of(const Tensor& dy, const Tensor& norm_input,
+                                        const Tensor& weight, const Tensor& rstd,
+                                        const Tensor& dresidual, bool need_dw) const {
+        if (any_requires_grad(dy, dresidual, norm_input, weight))
+            return differentiable_grads(dy, norm_input, weight, dresidual, saved_.eps,
+                                        saved_.offset, saved_.casting_mode == "llama", need_dw);
+        // Below autograd: nothing here requires grad, and bwd's Autograd kernel is a boxed
+        // fallback that would cost a few microseconds for nothing.
+        at::AutoDispatchBelowADInplaceOrView below;
+        auto [dnorm_input, dw] =
+            public_ops().bwd.call(dy, norm_input, opt(weight), rstd, opt(dresidual), saved_.offset,
+                                  saved_.casting_mode, need_dw);
+        return {dnorm_input, need_dw ? dw : Tensor()};
+    }
+
+    Saved saved_;
+    std::optional<at::ScalarType> x_dtype_;
+    SavedVariable norm_input_, weight_, rstd_;
 };
+
+// The node's owner type: std::shared_ptr<Node> up to PyTorch 2.11, c10::intrusive_ptr<Node>
+// after it. Both branches depend on N, so only the one this PyTorch has is compiled.
+using NodePtr = std::decay_t<decltype(std::declval<const Tensor&>().grad_fn())>;
+template <class P>
+struct is_shared_ptr : std::false_type {};
+template <class P>
+struct is_shared_ptr<std::shared_ptr<P>> : std::true_type {};
+
+template <class N, class... Args>
+auto make_node(Args&&... args) {
+    if constexpr (is_shared_ptr<NodePtr>::value) {
+        // deleteNode (found by argument-dependent lookup) frees long chains of nodes without
+        // recursing once per node.
+        return std::shared_ptr<N>(new N(std::forward<Args>(args)...),
+                                  [](N* node) { deleteNode(node); });
+    } else {
+        return c10::make_intrusive<N>(std::forward<Args>(args)...);
+    }
+}
+
+Saved saved(double eps, double offset, Mode casting_mode, const Tensor& y) {
+    return {eps, offset, std::string(casting_mode), y.scalar_type()};
+}
 
 std::tuple<Tensor, Tensor> fwd_autograd(const Tensor& x, const OptTensor& weight, double eps,
                                         double offset, Mode casting_mode, bool return_rstd) {
-    if (!any_requires_grad(x, weight)) {
+    const bool differentiable = any_requires_grad(x, weight);
+    Tensor y, rstd;
+    {
         at::AutoDispatchBelowADInplaceOrView below;
-        return public_ops().fwd.call(x, weight, eps, offset, casting_mode, return_rstd);
+        std::tie(y, rstd) = public_ops().fwd.call(x, weight, eps, offset, casting_mode,
+                                                  return_rstd || differentiable);
     }
-    const variable_list out = Norm::apply(x, weight, eps, offset, casting_mode);
-    return {out[0], out[1]};
+    if (differentiable) {
+        auto node = make_node<NormBackward>(saved(eps, offset, casting_mode, y), std::nullopt);
+        node->set_next_edges(torch::autograd::collect_next_edges(x, weight));
+        torch::autograd::set_history(y, node);
+        node->save(x, false, weight, rstd);
+    }
+    return {y, rstd};
 }
 
 std::tuple<Tensor, Tensor, Tensor> add_fwd_autograd(const Tensor& x, const Tensor& residual,
                                                     const OptTensor& weight, double eps,
                                                     double offset, Mode casting_mode,
                                                     bool return_rstd) {
-    if (!any_requires_grad(x, residual, weight)) {
+    const bool differentiable = any_requires_grad(x, residual, weight);
+    Tensor y, residual_out, rstd;
+    {
         at::AutoDispatchBelowADInplaceOrView below;
-        return public_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode,
-                                         return_rstd);
+        std::tie(y, residual_out, rstd) = public_ops().add_fwd.call(
+            x, residual, weight, eps, offset, casting_mode, return_rstd || differentiable);
     }
-    const variable_list out = AddNorm::apply(x, residual, weight, eps, offset, casting_mode);
-    return {out[0], out[1], out[2]};
+    if (differentiable) {
+        auto node = make_node<NormBackward>(saved(eps, offset, casting_mode, y), x.scalar_type());
+        node->set_next_edges(torch::autograd::collect_next_edges(x, residual, weight));
+        torch::autograd::set_history(y, node);
+        torch::autograd::set_history(residual_out, node);
+        // After its history is set: saved as an output, the node holds no reference to itself.
+        node->save(residual_out, true, weight, rstd);
+    }
+    return {y, residual_out, rstd};
 }
 
 // In place under autograd: the out-of-place fused add, then the sum copied into residual,
@@ -164,9 +216,10 @@ Tensor add_fwd_inplace_autograd(const Tensor& x, const Tensor& residual, const O
         torch::autograd::impl::bump_version(residual);
         return y;
     }
-    const variable_list out = AddNorm::apply(x, residual, weight, eps, offset, casting_mode);
-    const_cast<Tensor&>(residual).copy_(out[1]);
-    return out[0];
+    auto [y, residual_out, rstd] =
+        add_fwd_autograd(x, residual, weight, eps, offset, casting_mode, false);
+    const_cast<Tensor&>(residual).copy_(residual_out);
+    return y;
 }
 
 void fwd_into_autograd(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
