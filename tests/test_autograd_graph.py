@@ -111,3 +111,13 @@ def test_dropping_the_outputs_frees_the_graph_and_what_it_saved(device, fused):
     del y, residual_out
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+def test_compiled_autograd_is_refused_by_name_as_not_done(device):
+    x, w = leaves("compiled-autograd", device, False)
+    y, _ = forward(False, x, w)
+    compiled_autograd = pytest.importorskip("torch._dynamo.compiled_autograd")
+    with pytest.raises(NotImplementedError, match="rmsnorm: compiled autograd does not support "
+                                                  "rmsnorm::NormBackward yet"):
+        with compiled_autograd._enable(torch.compile(backend="eager")):
+            y.sum().backward()

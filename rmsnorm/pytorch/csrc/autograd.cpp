@@ -113,6 +113,15 @@ class NormBackward final : public Node {
         return {dx, dnorm_input, dw};
     }
 
+    // Compiled autograd (torch._dynamo.compiled_autograd) asks every node for its state here.
+    // This one cannot give it yet: say so by name rather than with PyTorch's generic error.
+    void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& /*args*/) const override {
+        TORCH_CHECK_NOT_IMPLEMENTED(
+            false, "rmsnorm: compiled autograd does not support ", name(),
+            " yet (not done); torch.compile the forward instead (AOTAutograd compiles its "
+            "backward), or run the backward without compiled autograd");
+    }
+
     void release_variables() override {
         std::lock_guard<std::mutex> lock(mutex_);
         norm_input_.reset_data();
