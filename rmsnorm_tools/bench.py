@@ -5,6 +5,8 @@
     python -m rmsnorm_tools.bench --op bwd fwdbwd --peers eager compile   # training
     python -m rmsnorm_tools.bench --peers eager compile --json results.json
     python -m rmsnorm_tools.bench --overhead        # host microseconds per call, decode shape
+    python -m rmsnorm_tools.bench --op fwd --shapes 5461x1536 --timing graph_hbm \
+        --peers rmsnorm_launcher                    # compiled kernels vs the Python launcher
     python -m rmsnorm_tools.bench --suite --json run.json --baseline docs/results/h200-baseline.json
 
 Every figure is a median of single calls timed as triton.testing.do_bench times them (L2
@@ -57,6 +59,10 @@ EPS = 1e-6
 # Elements each op must move, per element of x (see the docstring).
 MOVED = {"fwd": 2, "add": 4, "bwd": 3, "fwdbwd": 5}
 BACKWARD_OPS = ("bwd", "fwdbwd")
+# The peer that is rmsnorm itself with CUDA calls sent to the Python launcher
+# (rmsnorm.use_compiled_kernels(False)): the compiled kernels' route against Triton's JIT, in
+# one run.
+LAUNCHER = "rmsnorm_launcher"
 # Calls per CUDA graph of a "graph"-timed case.
 GRAPH_CALLS = 100
 # Where inputs are made. The tests set "cpu" to run the plumbing under Triton's interpreter
@@ -399,11 +405,16 @@ def run_shape(op, m, n, dtype, peers, warmup, rep, timing="median"):
     impls = {"rmsnorm": rotating([ours(op, *s) for s in sets])}
     if op == "fwdbwd" and x.is_cuda:
         impls["rmsnorm_graphed"] = graphed(ours(op, x, r, w, dy))
+    if LAUNCHER in peers:
+        impls[LAUNCHER] = impls["rmsnorm"]  # the same calls, timed under python_launcher_only
     per_set = [peer_fns(op, *s[:3], peers, s[3]) for s in sets]
     impls.update({name: rotating([fns[name] for fns in per_set]) for name in per_set[0]})
     for name, fn in impls.items():
         try:
-            ms = TIMERS[timing](fn, warmup, rep)
+            # The switch is read when a call is made, and a graph-timed case captures its
+            # calls inside the timer: held for the whole timing.
+            with python_launcher_only() if name == LAUNCHER else contextlib.nullcontext():
+                ms = TIMERS[timing](fn, warmup, rep)
         except Exception as e:  # a peer that fails at a shape is reported, not fatal
             row["impls"][name] = {"error": _error(e)}
             continue
@@ -486,8 +497,13 @@ def main(argv=None):
                    help="default: bf16 (with --suite: bf16 fp16 fp32)")
     p.add_argument("--shapes", nargs="+", type=parse_shape, default=SHAPES,
                    metavar="MxN")
-    p.add_argument("--peers", nargs="*", choices=["eager", "compile"],
-                   help="default: eager (with --suite: none)")
+    p.add_argument("--peers", nargs="*", choices=["eager", "compile", LAUNCHER],
+                   help="default: eager (with --suite: none); %s is rmsnorm's own call with "
+                        "CUDA tensors sent to the Python launcher" % LAUNCHER)
+    p.add_argument("--timing", choices=list(TIMERS), default="median",
+                   help="how --shapes are timed (default median: single calls; graph, "
+                        "graph_hbm: per call of a CUDA graph's replay, as the suite times "
+                        "its decode and 2^23-element cases)")
     p.add_argument("--suite", action="store_true",
                    help="the fixed suite of rmsnorm_tools.suite (every width a model uses at 2^26 "
                         "and 2^23 elements, and decode timed from CUDA graphs) instead of "
@@ -510,7 +526,7 @@ def main(argv=None):
         todo = suite.cases(args.dtype or suite.DTYPES, args.op or suite.OPS)
         peers = args.peers or []
     else:
-        todo = [(op, dt, m, n, "median") for op in args.op or ["fwd", "add"]
+        todo = [(op, dt, m, n, args.timing) for op in args.op or ["fwd", "add"]
                 for dt in args.dtype or ["bf16"] for m, n in args.shapes]
         peers = ["eager"] if args.peers is None else args.peers
     baseline = suite.load_rows(args.baseline) if args.baseline else None  # fail early

@@ -131,6 +131,29 @@ def test_the_suite_covers_every_width_at_both_sizes_and_decode():
            for m in suite.DECODE_ROWS for n in suite.DECODE_WIDTHS})
 
 
+def test_the_launcher_peer_is_rmsnorm_timed_with_the_compiled_kernels_off(device, monkeypatch,
+                                                                        tmp_path):
+    # Each timing records the switch as it stands while the case's calls run.
+    monkeypatch.setattr(bench, "DEVICE", device)
+    switch = []
+
+    def bench_ms(fn, warmup=0, rep=0):
+        fn()
+        switch.append(torch.ops.rmsnorm.use_compiled_kernels(None))
+        return 1.0
+
+    monkeypatch.setattr(bench, "bench_ms", bench_ms)
+    before = torch.ops.rmsnorm.use_compiled_kernels(None)  # off in a RMSNORM_KERNELS=triton run
+    path = tmp_path / "bench.json"
+    bench.main(["--op", "fwd", "--shapes", "3x64", "--timing", "graph", "--peers",
+                bench.LAUNCHER, "--json", str(path)])
+    (row,) = json.loads(path.read_text())["rows"]
+    assert row["timing"] == "graph"
+    assert list(row["impls"]) == ["rmsnorm", bench.LAUNCHER]
+    assert switch == [before, before, False]  # the copy ceiling, rmsnorm, the launcher
+    assert torch.ops.rmsnorm.use_compiled_kernels(None) == before  # restored after
+
+
 def test_suite_run_writes_graph_timed_decode_rows(fake_timer, monkeypatch, tmp_path):
     from rmsnorm_tools import suite
     monkeypatch.setattr(suite, "WIDTHS", (64,))
