@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (the `device` tool): the steps named, in order, each under a
 # time limit. Logs, JSON and the tables go to $OUT; a short summary is printed last.
-#   scripts/gpu_check.sh [tests] [suite] [sweep] [bench] [bench_more] [bench_bwd] [overhead]
-#                        [demo] [cpp] [cbench] [sanitize]
+#   scripts/gpu_check.sh [tests] [tests_triton] [suite] [sweep] [bench] [bench_more]
+#                        [bench_bwd] [overhead] [demo] [cpp] [cbench] [sanitize] [install]
 #   (default: tests suite).
 #   tests: the whole suite (scripts/test.sh, RMSNORM_REQUIRE_GPU=1, pytest on TEST_JOBS
-#   processes, default 8; about 310 s on the H200, C++ build and tests included). suite: rmsnorm_tools.bench --suite against the committed baseline
+#   processes, default 8; about 310 s on the H200, C++ build and tests included).
+#   tests_triton: pytest again with RMSNORM_KERNELS=triton (every CUDA call through the Python
+#   launcher; after tests, whose build it uses). install: scripts/offline_install_check.sh
+#   (pip install of a copy of the checkout into a fresh venv, no network: the build backend's
+#   wheels carried in .whl). suite: rmsnorm_tools.bench --suite against the committed baseline
 #   (BASELINE), with its report (scripts/suite_report.py). cpp: librmsnorm's build, ctest,
 #   the example, the CPU suite under ASan/UBSan (scripts/test_cpp.sh) and the Python tests of
 #   the library (test_clib, test_compiled_path). cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default:
@@ -17,6 +21,7 @@
 #   limits in seconds: TEST_TIMEOUT, SUITE_TIMEOUT, SWEEP_TIMEOUT, BENCH_TIMEOUT (each bench
 #   step).
 # $OUT gets run.log (the tools' stderr, with every row as it is measured), tests.log,
+# tests-triton.log, install.log,
 # demo.log, tables.md (each step's table), suite.json and suite-report.md, sweep.json (and
 # sweep-2.json ... for more sweeps: SWEEP_ARGS separates them with ";") and
 # <bench step>.json; the C++ steps add cpp.log, cbench.json and sanitize.log.
@@ -65,6 +70,21 @@ for step in $steps; do
                status=""
                [ $rc -ne 0 ] && status=", exit $rc: see tests.log"
                summary+=("tests ($((SECONDS - t0)) s$status): $(tail -n 1 "$OUT/tests.log")") ;;
+        tests_triton)
+               RMSNORM_KERNELS=triton RMSNORM_REQUIRE_GPU=1 timeout "${TEST_TIMEOUT:-420}" \
+                   python3 -m pytest tests -q -n "${TEST_JOBS:-8}" -rs -p no:cacheprovider \
+                   --durations=8 >"$OUT/tests-triton.log" 2>&1
+               rc=$?
+               pkill -f "pytest" 2>/dev/null
+               status=""
+               [ $rc -ne 0 ] && status=", exit $rc: see tests-triton.log"
+               summary+=("tests, RMSNORM_KERNELS=triton ($((SECONDS - t0)) s$status):"
+                         "$(tail -n 1 "$OUT/tests-triton.log")") ;;
+        install) timeout "${INSTALL_TIMEOUT:-300}" bash scripts/offline_install_check.sh \
+                     >"$OUT/install.log" 2>&1
+                 rc=$?
+                 summary+=("install ($((SECONDS - t0)) s, exit $rc):"
+                           "$(grep '^rmsnorm: offline install' "$OUT/install.log")") ;;
         suite) baseline=${BASELINE:-docs/results/h200-baseline.json}
                timeout "${SUITE_TIMEOUT:-240}" python3 -m rmsnorm_tools.bench --suite \
                    --json "$OUT/suite.json" --baseline "$baseline" >"$OUT/suite.md" 2>>"$log"
