@@ -58,24 +58,35 @@ add_table() {
     summary+=("$title:" "$(cat "$step_out")")
 }
 
+# A command in a process group of its own, killed with whatever it leaves behind (pytest's
+# workers after a timeout) and nothing else: `pkill -f pytest` also killed the shell running
+# this script whenever the device call's command line named pytest. Its exit status.
+in_group() {
+    setsid "$@" &
+    local pid=$!
+    wait "$pid"
+    local rc=$?
+    kill -- "-$pid" 2>/dev/null
+    return $rc
+}
+
 for step in $steps; do
     t0=$SECONDS
     case $step in
-        tests) RMSNORM_REQUIRE_GPU=1 timeout "${TEST_TIMEOUT:-420}" bash scripts/test.sh -q \
-                   -n "${TEST_JOBS:-8}" -rs -p no:cacheprovider --durations=8 \
-                   >"$OUT/tests.log" 2>&1
+        tests) in_group env RMSNORM_REQUIRE_GPU=1 timeout "${TEST_TIMEOUT:-420}" \
+                   bash scripts/test.sh -q -n "${TEST_JOBS:-8}" -rs -p no:cacheprovider \
+                   --durations=8 >"$OUT/tests.log" 2>&1
                rc=$?
-               pkill -f "pytest" 2>/dev/null  # workers a timeout left behind
                # The exit status too: pytest's line is last even when the C++ step failed.
                status=""
                [ $rc -ne 0 ] && status=", exit $rc: see tests.log"
                summary+=("tests ($((SECONDS - t0)) s$status): $(tail -n 1 "$OUT/tests.log")") ;;
         tests_triton)
-               RMSNORM_KERNELS=triton RMSNORM_REQUIRE_GPU=1 timeout "${TEST_TIMEOUT:-420}" \
-                   python3 -m pytest tests -q -n "${TEST_JOBS:-8}" -rs -p no:cacheprovider \
-                   --durations=8 >"$OUT/tests-triton.log" 2>&1
+               in_group env RMSNORM_KERNELS=triton RMSNORM_REQUIRE_GPU=1 \
+                   timeout "${TEST_TIMEOUT:-420}" python3 -m pytest tests -q \
+                   -n "${TEST_JOBS:-8}" -rs -p no:cacheprovider --durations=8 \
+                   >"$OUT/tests-triton.log" 2>&1
                rc=$?
-               pkill -f "pytest" 2>/dev/null
                status=""
                [ $rc -ne 0 ] && status=", exit $rc: see tests-triton.log"
                summary+=("tests, RMSNORM_KERNELS=triton ($((SECONDS - t0)) s$status):"
