@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from rmsnorm.kernels.prior_grid import wait_for_prior_grid
+from rmsnorm.kernels import quantize as q
 from rmsnorm.kernels.rounding import round_to
 
 
@@ -104,6 +105,9 @@ def _scale(v, rstd, w, NORM_DTYPE: tl.constexpr, HAS_W: tl.constexpr, LLAMA: tl.
         return v * rstd
 
 
+# The two entry points of each path share one body: the plain forward passes QUANT=NONE
+# (its signature, which librmsnorm's compiled kernels take, has no quantization arguments);
+# the quantized forward (rmsnorm.kernels.quantize) passes its epilogue's pointers and flags.
 # Row counts are never specialized (Triton would compile a count of 1, or one divisible by
 # 16, as a kernel of its own): the AOT build compiles the same code for every count.
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
@@ -117,6 +121,57 @@ def fwd_tile_kernel(
     HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+):
+    _tile_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, Y, Y, Y,
+               M, N, H, rstd_rows,
+               sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+               0, 0, 0, 0, 0, eps, offset,
+               BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
+               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL,
+               q.NONE, Y.dtype.element_ty, 0)
+
+
+@triton.jit(do_not_specialize=["M", "H", "rstd_rows", "ss_row", "ss_col", "store_unq", "has_ub",
+                               "ue8m0"])
+def fwd_quant_tile_kernel(
+    X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, SCALE, SCALE_UB, UNQ,
+    M, N, H, rstd_rows,
+    sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+    ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
+    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
+    W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
+    TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
+):
+    """The tile forward with y quantized: Y holds Q_DTYPE values (their bits as uint8 for
+    fp8 under the interpreter); UNQ, of y's dtype and Y's strides, takes the unquantized y
+    when store_unq. SCALE is read (STATIC) or written (TOKEN: row r's at r * ss_row; GROUP:
+    group g's at r * ss_row + g * ss_col); SCALE_UB bounds TOKEN's max when has_ub; ue8m0
+    rounds GROUP's scales up to powers of two. These three are run-time flags, not
+    constexprs: the AOT build compiles a kernel per mode and format, not per option."""
+    _tile_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, SCALE, SCALE_UB, UNQ,
+               M, N, H, rstd_rows,
+               sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+               ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
+               BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
+               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL,
+               QUANT, Q_DTYPE, GROUP_SIZE)
+
+
+@triton.jit
+def _tile_rows(
+    X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, SCALE, SCALE_UB, UNQ,
+    M, N, H, rstd_rows,
+    sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+    ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
+    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
+    W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
+    TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
 ):
     # The row is held as CHUNKS tiles of BLOCK_N columns (a tuple of tensors): a width that
     # is not a power of two, such as 3 x 2048, then needs no tile of the next power of two
@@ -135,6 +190,13 @@ def fwd_tile_kernel(
         norm_dtype: tl.constexpr = RESIDUAL_OUT.dtype.element_ty
     else:
         norm_dtype: tl.constexpr = X.dtype.element_ty
+    if QUANT == q.NONE:
+        y_dtype: tl.constexpr = Y.dtype.element_ty
+    else:
+        y_dtype: tl.constexpr = UNQ.dtype.element_ty
+    if QUANT == q.STATIC:
+        static_scale = tl.load(SCALE)
+        static_inverse = tl.math.div_rn(1.0, static_scale)
     n_blocks = tl.cdiv(M, ROWS)
     for blk in tl.range(pid, n_blocks, nprog, num_stages=NUM_STAGES):
         rows = tl.cast(blk, tl.int64) * ROWS + tl.arange(0, ROWS)
@@ -168,20 +230,74 @@ def fwd_tile_kernel(
         rstd = _inv_rms(tl.sum(sq, axis=1), N, eps, ACC)
         tl.store(RSTD + rows, rstd, mask=rows < rstd_rows)
         y_row = _row_start(rows, H, sy_o, sy_i, TWO_LEVEL)[:, None]
+        if QUANT == q.TOKEN:
+            # The row's scale needs all of y first: y is formed twice (registers, no reload).
+            amax = tl.zeros((ROWS,), tl.float32)
+            for k in tl.static_range(CHUNKS):
+                c = (k * BLOCK_N + cols)[None, :]
+                if HAS_W and W_RESIDENT:
+                    w = ws[k]
+                else:
+                    w = _weight_at(W, c, N, offset, HAS_W, ACC)
+                v = _widen(vs[k], ACC) if KEEP_STORED else vs[k]
+                y = round_to(_scale(v, rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16),
+                             y_dtype, SOFT_BF16).to(tl.float32)
+                amax = tl.maximum(amax, tl.max(q.abs_for_max(y), axis=1))
+            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE)
+            row_inverse = q.token_inverse(amax, Q_DTYPE)
+            tl.store(SCALE + rows * ss_row, row_scale, mask=row_mask)
         for k in tl.static_range(CHUNKS):
             c = (k * BLOCK_N + cols)[None, :]
             mask = row_mask[:, None] & (c < N)
             if HAS_W and W_RESIDENT:
                 w = ws[k]
-            elif HAS_W:
-                # Long rows: the weight would take as many registers as the row; L1 serves it.
-                w = _load_weight(W, c, c < N, offset, ACC)
             else:
-                w = offset
+                w = _weight_at(W, c, N, offset, HAS_W, ACC)
             v = _widen(vs[k], ACC) if KEEP_STORED else vs[k]
-            y = _scale(v, rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16)
-            tl.store(Y + y_row + c, round_to(y, Y.dtype.element_ty, SOFT_BF16), mask=mask)
+            y = round_to(_scale(v, rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16),
+                         y_dtype, SOFT_BF16)
+            if QUANT == q.NONE:
+                tl.store(Y + y_row + c, y, mask=mask)
+            else:
+                tl.store(UNQ + y_row + c, y, mask=mask & (store_unq != 0))
+                yf = y.to(tl.float32)
+                if QUANT == q.STATIC:
+                    out = q.quantize(yf, static_scale, static_inverse, QUANT, Q_DTYPE, SOFT_BF16)
+                elif QUANT == q.TOKEN:
+                    out = q.quantize(yf, row_scale[:, None], row_inverse[:, None], QUANT, Q_DTYPE,
+                                     SOFT_BF16)
+                else:
+                    out = _quantize_groups(yf, rows, row_mask, k * BLOCK_N, N, SCALE, ss_row,
+                                           ss_col, ROWS, BLOCK_N, GROUP_SIZE, Q_DTYPE,
+                                           ue8m0, SOFT_BF16)
+                tl.store(Y + y_row + c, out, mask=mask)
 
+
+@triton.jit
+def _weight_at(W, c, N, offset, HAS_W: tl.constexpr, ACC: tl.constexpr):
+    """The weight (+ offset) of columns c, where it is not held in registers."""
+    if HAS_W:
+        # Long rows: the weight would take as many registers as the row; L1 serves it.
+        return _load_weight(W, c, c < N, offset, ACC)
+    else:
+        return offset
+
+
+@triton.jit
+def _quantize_groups(yf, rows, row_mask, col0, N, SCALE, ss_row, ss_col,
+                     ROWS: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_SIZE: tl.constexpr,
+                     Q_DTYPE: tl.constexpr, ue8m0, SOFT: tl.constexpr):
+    """A (ROWS, BLOCK_N) tile of y starting at column col0, quantized per GROUP_SIZE columns;
+    the groups' scales are stored."""
+    tl.static_assert(BLOCK_N % GROUP_SIZE == 0)
+    GROUPS: tl.constexpr = BLOCK_N // GROUP_SIZE
+    g = tl.reshape(yf, (ROWS, GROUPS, GROUP_SIZE))
+    s = q.group_scale(tl.max(q.abs_for_max(g), axis=2), Q_DTYPE, ue8m0)
+    first = col0 // GROUP_SIZE + tl.arange(0, GROUPS)
+    at = rows[:, None] * ss_row + first[None, :] * ss_col
+    tl.store(SCALE + at, s, mask=row_mask[:, None] & (first * GROUP_SIZE < N)[None, :])
+    out = q.quantize(g, s[:, :, None], s[:, :, None], q.GROUP, Q_DTYPE, SOFT)
+    return tl.reshape(out, (ROWS, BLOCK_N))
 
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
 def fwd_loop_kernel(
@@ -195,6 +311,52 @@ def fwd_loop_kernel(
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
 ):
+    _loop_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, Y, Y, Y,
+               M, N, H, rstd_rows,
+               sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+               0, 0, 0, 0, 0, eps, offset,
+               BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
+               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL,
+               q.NONE, Y.dtype.element_ty, 0)
+
+
+@triton.jit(do_not_specialize=["M", "H", "rstd_rows", "ss_row", "ss_col", "store_unq", "has_ub",
+                               "ue8m0"])
+def fwd_quant_loop_kernel(
+    X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, SCALE, SCALE_UB, UNQ,
+    M, N, H, rstd_rows,
+    sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+    ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
+    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
+    W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
+    TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
+):
+    """The looped forward with y quantized (arguments as fwd_quant_tile_kernel's)."""
+    _loop_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, SCALE, SCALE_UB, UNQ,
+               M, N, H, rstd_rows,
+               sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+               ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
+               BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
+               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL,
+               QUANT, Q_DTYPE, GROUP_SIZE)
+
+
+@triton.jit
+def _loop_rows(
+    X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, SCALE, SCALE_UB, UNQ,
+    M, N, H, rstd_rows,
+    sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
+    ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
+    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
+    W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
+    TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
+):
     # ROWS, W_RESIDENT, CHUNKS and KEEP_STORED are part of the shared signature; this path
     # owns one row at a time, walks it in tiles and streams the weight with the row.
     tl.static_assert(ROWS == 1)
@@ -205,17 +367,26 @@ def fwd_loop_kernel(
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
+    if QUANT == q.NONE:
+        y_dtype: tl.constexpr = Y.dtype.element_ty
+    else:
+        y_dtype: tl.constexpr = UNQ.dtype.element_ty
+    if QUANT == q.STATIC:
+        static_scale = tl.load(SCALE)
+        static_inverse = tl.math.div_rn(1.0, static_scale)
     for r in tl.range(pid, M, nprog):
         row = tl.cast(r, tl.int64)
         x_row = X + _row_start(row, H, sx_o, sx_i, TWO_LEVEL)
-        y_row = Y + _row_start(row, H, sy_o, sy_i, TWO_LEVEL)
+        y_at = _row_start(row, H, sy_o, sy_i, TWO_LEVEL)
         if HAS_RESIDUAL:
             residual_row = RESIDUAL + _row_start(row, H, sresidual_o, sresidual_i, TWO_LEVEL)
             residual_out_row = RESIDUAL_OUT + _row_start(row, H, sresidual_out_o,
                                                          sresidual_out_i, TWO_LEVEL)
             norm_dtype: tl.constexpr = RESIDUAL_OUT.dtype.element_ty
+            src_row = residual_out_row
         else:
             norm_dtype: tl.constexpr = X.dtype.element_ty
+            src_row = x_row
 
         # Pass 1: sum of squares, tile by tile (and the residual sum, written once).
         sum_sq = tl.cast(0.0, ACC)
@@ -234,20 +405,43 @@ def fwd_loop_kernel(
         rstd = _inv_rms(sum_sq, N, eps, ACC)
         tl.store(RSTD + row, rstd, mask=row < rstd_rows)
 
+        last = tl.cdiv(N, BLOCK_N) - 1
+        if QUANT == q.TOKEN:
+            # The row's scale needs all of y first: one more pass (from L2) for its max.
+            amax = tl.cast(0.0, tl.float32)
+            for i in tl.range(0, last + 1, num_stages=NUM_STAGES):
+                c = (last - i) * BLOCK_N + cols
+                m = c < N
+                v = tl.load(src_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
+                y = round_to(_scale(v, rstd, _weight_at(W, c, N, offset, HAS_W, ACC), norm_dtype,
+                                    HAS_W, LLAMA, SOFT_BF16), y_dtype, SOFT_BF16)
+                amax = tl.maximum(amax, tl.max(q.abs_for_max(y.to(tl.float32)), axis=0))
+            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE)
+            row_inverse = q.token_inverse(amax, Q_DTYPE)
+            tl.store(SCALE + row * ss_row, row_scale)
+
         # Pass 2: re-read the row and normalize, last tile first: the tiles pass 1 read last
         # are the likeliest to still be in L1/L2.
-        last = tl.cdiv(N, BLOCK_N) - 1
         for i in tl.range(0, last + 1, num_stages=NUM_STAGES):
             c = (last - i) * BLOCK_N + cols
             m = c < N
-            if HAS_RESIDUAL:
-                v = tl.load(residual_out_row + c, mask=m, other=0.0,
-                            eviction_policy="evict_first").to(ACC)
+            v = tl.load(src_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
+            y = round_to(_scale(v, rstd, _weight_at(W, c, N, offset, HAS_W, ACC), norm_dtype,
+                                HAS_W, LLAMA, SOFT_BF16), y_dtype, SOFT_BF16)
+            if QUANT == q.NONE:
+                tl.store(Y + y_at + c, y, mask=m)
             else:
-                v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
-            if HAS_W:
-                w = _load_weight(W, c, m, offset, ACC)
-            else:
-                w = offset
-            y = _scale(v, rstd, w, norm_dtype, HAS_W, LLAMA, SOFT_BF16)
-            tl.store(y_row + c, round_to(y, Y.dtype.element_ty, SOFT_BF16), mask=m)
+                tl.store(UNQ + y_at + c, y, mask=m & (store_unq != 0))
+                yf = y.to(tl.float32)
+                if QUANT == q.STATIC:
+                    out = q.quantize(yf, static_scale, static_inverse, QUANT, Q_DTYPE, SOFT_BF16)
+                elif QUANT == q.TOKEN:
+                    out = q.quantize(yf, row_scale, row_inverse, QUANT, Q_DTYPE, SOFT_BF16)
+                else:
+                    out = tl.reshape(
+                        _quantize_groups(yf[None, :], row + tl.zeros((1,), tl.int64),
+                                         row + tl.zeros((1,), tl.int64) < M,
+                                         (last - i) * BLOCK_N, N, SCALE, ss_row, ss_col, 1,
+                                         BLOCK_N, GROUP_SIZE, Q_DTYPE, ue8m0, SOFT_BF16),
+                        (BLOCK_N,))
+                tl.store(Y + y_at + c, out, mask=m)

@@ -10,7 +10,8 @@ import triton.language as tl
 
 from rmsnorm.kernels.backward import bwd_loop_kernel, bwd_tile_kernel, dw_reduce_kernel
 from rmsnorm.kernels.backward_split import bwd_cols_kernel, bwd_dot_kernel
-from rmsnorm.kernels.forward import fwd_loop_kernel, fwd_tile_kernel
+from rmsnorm.kernels.forward import (fwd_loop_kernel, fwd_quant_loop_kernel,
+                                     fwd_quant_tile_kernel, fwd_tile_kernel)
 from rmsnorm.kernels.forward_split import fwd_scale_kernel, fwd_sumsq_kernel
 from rmsnorm.launch import configs, contract, validation as v
 from rmsnorm.launch.layout import plan_rows
@@ -162,7 +163,10 @@ def _staged(t):
     return None if t is None else t.clone(memory_format=torch.contiguous_format)
 
 
-def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd, launch):
+def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd, launch,
+            quant=None):
+    """quant: the quantized epilogue's arguments (rmsnorm.launch.quant.Epilogue), whose
+    outputs (y among them) are the launcher's own contiguous allocations."""
     fused = residual is not None
     inplace = fused and residual is residual_out
     x = _readable(x)
@@ -179,13 +183,13 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
         _check_launch(launch, x.shape[-1], "fwd")
     spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(residual_out),
                         None if weight is None else weight.dtype, rstd is not None,
-                        casting_mode, launch)
+                        casting_mode, launch, quant and quant.flags)
     if spec is None or not spec[2] or not _aligned(x, residual, weight, y, residual_out):
         # Not the kernel the same data laid out contiguously would run (more than two
         # levels of row strides, a pointer off 16 bytes, a row stride that Triton
         # specializes otherwise than n, or one of 2^31 elements or more): run that kernel
         # on contiguous copies, so that every layout gives the contiguous layout's bits.
-        y_c = alloc(y.shape, y.dtype, y.device)
+        y_c = y if quant else alloc(y.shape, y.dtype, y.device)
         if inplace:
             # The residual, read and then overwritten with the sum.
             residual_out_c = _staged(residual_out)
@@ -193,12 +197,20 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
             residual_out_c = None if residual_out is None else \
                 alloc(residual_out.shape, residual_out.dtype, residual_out.device)
         _launch(_staged(x), residual_out_c if inplace else _staged(residual), _staged(weight), eps,
-                offset, casting_mode, y_c, residual_out_c, rstd, launch)
-        y.copy_(y_c)
+                offset, casting_mode, y_c, residual_out_c, rstd, launch, quant)
+        if y_c is not y:
+            y.copy_(y_c)
         if fused:
             residual_out.copy_(residual_out_c)
         return
     prepared, sizes, _ = spec
+    if quant:
+        with _on_device(x.device):
+            prepared(x, residual if fused else x, weight if weight is not None else x, y,
+                     residual_out if fused else y, rstd if rstd is not None else y,
+                     *quant.pointers(y), *sizes, *quant.scalars(sizes[0]), float(eps),
+                     float(offset))
+        return
     if launch.path == "split" or (launch.path == "loop" and
                                   sizes[0] < _split_below(x.device, fused)):
         _split_forward(x, residual, weight, y, residual_out, rstd, sizes, eps, offset, casting_mode,
@@ -290,10 +302,10 @@ def _as_twin(plan, n):
 
 @functools.lru_cache(maxsize=4096)
 def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta, w_dtype,
-                 has_rstd, casting_mode, launch):
+                 has_rstd, casting_mode, launch, quant_flags=None):
     """(prepared kernel, sizes and strides, whether the strides are the contiguous twin's
     kind: _as_twin) for one call signature, or None when the rows need more than two levels
-    of strides."""
+    of strides. quant_flags: the quantized epilogue's constexprs, as (name, value) pairs."""
     fused = residual_meta is not None
     named = {"x": x_meta, "y": y_meta, "residual": residual_meta,
              "residual_out": residual_out_meta}
@@ -312,8 +324,13 @@ def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
                  KEEP_STORED=launch.keep_stored, HAS_RESIDUAL=fused, HAS_W=w_dtype is not None,
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
-    kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
-    return (_prepare(kernel, grid, 6, flags, launch.num_warps, (n, *sizes[4:])), sizes,
+    if quant_flags:
+        flags.update(quant_flags)
+        kernel = fwd_quant_tile_kernel if launch.path == "tile" else fwd_quant_loop_kernel
+    else:
+        kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
+    pointers = 9 if quant_flags else 6
+    return (_prepare(kernel, grid, pointers, flags, launch.num_warps, (n, *sizes[4:])), sizes,
             _as_twin(plan, n))
 
 

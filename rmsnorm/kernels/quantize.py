@@ -1,0 +1,129 @@
+"""The forward's quantized epilogue (device code only): the norm's output y, rounded to its own
+dtype as rms_norm returns it, quantized to fp8 (e4m3fn, e5m2) or int8 for the next GEMM.
+
+Modes (QUANT): STATIC, one dequantization scale given; TOKEN, one scale per row from the
+row's max |y|; GROUP, one scale per row and GROUP_SIZE columns. Each mode computes what vLLM's
+quantizer of that mode computes, operation by operation in fp32 (docs/USAGE.md, "Quantized
+output", lists them; rmsnorm.reference.quantize is the same arithmetic in PyTorch ops):
+divisions are IEEE (`div_rn`: Triton's `/` is an approximate division on the GPU), a NaN is
+left out of the max (as fmaxf does) and quantizes to what vLLM's clamp makes of it.
+"""
+
+import triton
+import triton.language as tl
+
+NONE: tl.constexpr = 0
+STATIC: tl.constexpr = 1
+TOKEN: tl.constexpr = 2
+GROUP: tl.constexpr = 3
+
+
+@triton.jit
+def quant_max(Q_DTYPE: tl.constexpr):
+    """The format's largest finite value (int8: 127; -128 is reached only by saturation)."""
+    if Q_DTYPE == tl.int8:
+        return 127.0
+    elif Q_DTYPE == tl.float8e5:
+        return 57344.0
+    else:
+        return 448.0
+
+
+@triton.jit
+def abs_for_max(y):
+    """|y| for a max that starts at 0 and skips NaNs (the GPU's max reductions drop NaNs and
+    the interpreter's keep them: mapping them to 0 first gives one answer on both)."""
+    return tl.where(y != y, 0.0, tl.abs(y))
+
+
+@triton.jit
+def token_scale(amax, SCALE_UB, has_ub, Q_DTYPE: tl.constexpr):
+    """A row's dequantization scale from its max |y|: min(amax, scale_ub) / qmax (scale_ub
+    read when has_ub), floored at 1 / (qmax * 512) for fp8; int8 has neither (an all-zero
+    row gets scale 0)."""
+    qmax = quant_max(Q_DTYPE)
+    if Q_DTYPE != tl.int8:
+        amax = tl.minimum(amax, tl.load(SCALE_UB, mask=has_ub != 0, other=float("inf")))
+    s = tl.math.div_rn(amax, qmax)
+    if Q_DTYPE != tl.int8:
+        s = tl.maximum(s, tl.math.div_rn(1.0, qmax * 512.0))
+    return s
+
+
+@triton.jit
+def token_inverse(amax, Q_DTYPE: tl.constexpr):
+    """What an int8 row is multiplied by: 127 / amax, 0 for an all-zero row."""
+    return tl.where(amax == 0.0, 0.0, tl.math.div_rn(127.0, amax))
+
+
+@triton.jit
+def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0):
+    """A group's dequantization scale: max(amax, 1e-10) / qmax; with ue8m0 floored at 1e-10
+    and rounded up to a power of two, on the bits (exact where exp2(ceil(log2(s))) in fp32
+    is not)."""
+    s = tl.math.div_rn(tl.maximum(amax, 1e-10), quant_max(Q_DTYPE))
+    bits = tl.maximum(s, 1e-10).to(tl.uint32, bitcast=True)
+    up = tl.where((bits & 0x7FFFFF) != 0, (bits & 0x7F800000) + 0x800000, bits)
+    return tl.where(ue8m0 != 0, up.to(tl.float32, bitcast=True), s)
+
+
+@triton.jit
+def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
+             SOFT: tl.constexpr):
+    """fp32 y in the format, as stored: Q_DTYPE, or under the interpreter (SOFT) an fp8
+    value's bits as uint8. `scale` divides (fp8 rows and groups, int8 static and groups) or
+    `inverse` multiplies (fp8 static, int8 rows), as vLLM does in each mode."""
+    int8: tl.constexpr = Q_DTYPE == tl.int8
+    if (QUANT == STATIC and not int8) or (QUANT == TOKEN and int8):
+        v = yf * inverse
+    else:
+        v = tl.math.div_rn(yf, scale)
+    qmax = quant_max(Q_DTYPE)
+    if int8:
+        qmin = -128.0
+    else:
+        qmin = -qmax
+    # vLLM's clamps: fminf then fmaxf (NaN to the top) except in its group kernels, fmaxf
+    # then fminf (NaN to the bottom); int8's saturating conversion (NaN to 0) in its static
+    # and per-row kernels.
+    if QUANT == GROUP:
+        nan_out = qmin
+    elif int8:
+        nan_out = 0.0
+    else:
+        nan_out = qmax
+    v = tl.where(v != v, nan_out, tl.where(v > qmax, qmax, tl.where(v < qmin, qmin, v)))
+    if int8:
+        if QUANT == GROUP:
+            # vLLM's group kernel converts with a C cast: toward zero.
+            return v.to(tl.int8)
+        # Round half to even by fp32 addition of 1.5 * 2^23 (exact for |v| <= 128).
+        return ((v + 12582912.0) - 12582912.0).to(tl.int8)
+    elif SOFT:
+        if Q_DTYPE == tl.float8e5:
+            return _fp8_bits(v, 2, 15, 65536.0)
+        else:
+            return _fp8_bits(v, 3, 7, 512.0)
+    else:
+        return v.to(Q_DTYPE)
+
+
+@triton.jit
+def _fp8_bits(v, MANT: tl.constexpr, BIAS: tl.constexpr, SUBNORMALS: tl.constexpr):
+    """fp32 v, finite and saturated already, as fp8 bits (MANT mantissa bits, exponent bias
+    BIAS, SUBNORMALS: 1 / the smallest subnormal), rounded to nearest even: the GPU's
+    conversion, for the interpreter, which has no fp8 arithmetic."""
+    bits = v.to(tl.uint32, bitcast=True)
+    sign = (bits >> 24) & 0x80
+    mag = bits & 0x7FFFFFFF
+    SHIFT: tl.constexpr = 23 - MANT
+    # Normal results: the mantissa rounded to MANT bits (a carry moves into the exponent),
+    # then the exponent rebiased.
+    rounded = mag + ((1 << (SHIFT - 1)) - 1) + ((mag >> SHIFT) & 1)
+    normal = (rounded >> SHIFT) - ((127 - BIAS) << MANT)
+    # Subnormal results: |v| in units of the smallest subnormal (exact: a power of two),
+    # rounded to an integer by adding 2^23 in fp32 (ties to even).
+    units = mag.to(tl.float32, bitcast=True) * SUBNORMALS
+    sub = (units + 8388608.0).to(tl.uint32, bitcast=True) - 0x4B000000
+    code = tl.where(mag < ((128 - BIAS) << 23), sub, normal)
+    return (code | sign).to(tl.uint8)

@@ -1,0 +1,78 @@
+"""The quantizers of the quantized forward in PyTorch ops: vLLM's arithmetic for each mode,
+operation by operation in fp32 (docs/USAGE.md, "Quantized output"). The launcher runs these
+for CPU tensors when Triton's interpreter is off; rmsnorm.reference re-exports them, and the
+tests hold every path to `rms_norm` followed by `quantize`."""
+
+import torch
+
+QUANT_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.int8)
+GROUP_SIZES = (64, 128)
+# vLLM's floor of a group's max |y| (its per_token_group_quant eps) and of a UE8M0 scale.
+GROUP_EPS = 1e-10
+
+
+def quant_max(quant_dtype):
+    """The format's largest finite value (int8: 127)."""
+    return 127.0 if quant_dtype == torch.int8 else torch.finfo(quant_dtype).max
+
+
+def _f32(v):
+    return torch.tensor(v, dtype=torch.float32)
+
+
+def _abs_max(y, dim):
+    """max |y| over dim, from 0, NaNs skipped (vLLM's fmaxf)."""
+    return torch.where(torch.isnan(y), 0.0, y.abs()).amax(dim=dim, keepdim=True)
+
+
+def _to_format(v, quant_dtype, nan_out, truncate=False):
+    """fp32 v saturated to the format (a NaN to nan_out) and converted: to nearest even, or
+    toward zero with `truncate` (int8 only)."""
+    qmax = quant_max(quant_dtype)
+    qmin = -128.0 if quant_dtype == torch.int8 else -qmax
+    v = torch.where(torch.isnan(v), nan_out, v.clamp(qmin, qmax))
+    if quant_dtype == torch.int8:
+        v = v.trunc() if truncate else v.round()
+    return v.to(quant_dtype)
+
+
+def ue8m0(s):
+    """s (positive fp32) floored at 1e-10 and rounded up to a power of two, exactly."""
+    bits = s.clamp(min=GROUP_EPS).view(torch.int32)
+    up = (bits & 0x7F800000) + 0x800000
+    return torch.where((bits & 0x7FFFFF) != 0, up, bits).view(torch.float32)
+
+
+def quantize(y, quant_dtype, *, scale=None, group_size=None, scale_ub=None,
+             use_ue8m0=False):
+    """(q, scales): y (any float dtype; taken to fp32 exactly) quantized as vLLM's quantizer
+    of the mode does it. Static (`scale`, one fp32 element): fp8 `y * (1 / scale)`, int8
+    `y / scale`; scales is `scale`. Per row (no scale, no group_size): fp8 scale
+    `max(min(amax, scale_ub) / qmax, 1 / (qmax * 512))` and `y / scale`; int8 scale
+    `amax / 127` and `y * (127 / amax)` (0 for amax 0). Per group: scale
+    `max(amax, 1e-10) / qmax` (UE8M0: rounded up to a power of two), `y / scale`, int8 rounded
+    toward zero. Dynamic scales have shape y.shape[:-1] + (1,) or (N // group_size,)."""
+    yf = y.float()
+    qmax = quant_max(quant_dtype)
+    int8 = quant_dtype == torch.int8
+    if scale is not None:
+        s = scale.float().reshape(())
+        if int8:
+            return _to_format(yf / s, quant_dtype, 0.0), scale
+        return _to_format(yf * (_f32(1.0) / s), quant_dtype, qmax), scale
+    if group_size is None:
+        amax = _abs_max(yf, -1)
+        if int8:
+            inverse = torch.where(amax == 0, 0.0, _f32(127.0) / amax)
+            return _to_format(yf * inverse, quant_dtype, 0.0), amax / _f32(127.0)
+        if scale_ub is not None:
+            amax = torch.minimum(amax, scale_ub.float().reshape(()))
+        s = torch.maximum(amax / _f32(qmax), _f32(1.0) / _f32(qmax * 512.0))
+        return _to_format(yf / s, quant_dtype, qmax), s
+    groups = yf.reshape(*yf.shape[:-1], yf.shape[-1] // group_size, group_size)
+    s = _abs_max(groups, -1).clamp(min=GROUP_EPS) / _f32(qmax)
+    if use_ue8m0:
+        s = ue8m0(s)
+    qmin = -128.0 if int8 else -qmax
+    q = _to_format(groups / s, quant_dtype, qmin, truncate=int8)
+    return q.reshape(yf.shape), s.squeeze(-1)
