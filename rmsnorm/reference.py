@@ -8,6 +8,8 @@
   GemmaRMSNorm forward, verbatim in substance.
 - `torch_rms_norm`: `torch.nn.functional.rms_norm`.
 - `residual_add`: the unfused residual add of a pre-norm block, rounded to the residual dtype.
+- `quantize`: vLLM's quantizers in PyTorch ops (rmsnorm.launch.quant_contract): what the
+  quantized forward's output must equal bit for bit, applied to rms_norm's output.
 - `contract_rms_norm_backward`: DESIGN.md's backward formulas in PyTorch ops (the CPU path
   without the interpreter); `float64_rms_norm` under autograd is the gradients' ground truth.
 """
@@ -18,6 +20,7 @@ import torch.nn.functional as F
 from rmsnorm.launch.contract import (acc_dtype, contract_fused_add_rms_norm,  # noqa: F401
                                      contract_rms_norm, contract_rms_norm_backward, fp32,
                                      output_dtype, residual_add)
+from rmsnorm.launch.quant_contract import quantize  # noqa: F401
 
 
 def float64_rms_norm(x, weight=None, eps=1e-6, offset=0.0):

@@ -8,6 +8,8 @@
     python -m rmsnorm_tools.bench --op fwd --shapes 5461x1536 --timing graph_hbm \
         --peers rmsnorm_launcher                    # compiled kernels vs the Python launcher
     python -m rmsnorm_tools.bench --suite --json run.json --baseline docs/results/h200-baseline.json
+    python -m rmsnorm_tools.bench --op quant add_quant --quant token group128 \
+        --quant-dtype fp8 int8 --peers compile plain   # norm + fp8/int8 quantization, fused
 
 Every figure is a median of single calls timed as triton.testing.do_bench times them (L2
 flushed before each), each queued behind a GPU sleep (HOST_SLACK_CYCLES) so that the
@@ -22,7 +24,12 @@ fell is timed again, and the better timing kept, with both in its row's `timed_p
 GB/s counts the fewest bytes an op must move: forward reads x and writes y (2*M*N elements),
 fused add reads x and residual and writes y and the sum (4*M*N), backward ("bwd") reads x and
 dy and writes dx (3*M*N), forward + backward through autograd ("fwdbwd") both (5*M*N); the
-weight, dw and per-row scalars are not counted. The ceiling of a shape is a device-to-device
+weight, dw and per-row scalars are not counted. The quantized forwards count bytes: "quant"
+reads x and writes one byte per element plus the scales (4 bytes per row, or per row and
+group), "add_quant" also reads the residual and writes the sum; their peers are the unfused
+composition (rms_norm, or HF's norm under "compile", then vLLM's quantizer in PyTorch ops,
+rmsnorm.reference.quantize) and "plain", rmsnorm's own unquantized call of the same shape
+(whose time the decode goal compares; its % of copy is over the quantized op's bytes). The ceiling of a shape is a device-to-device
 copy (dst.copy_(src)) moving the same bytes, timed the same way in the same run; "% copy" is
 the op's GB/s over it.
 
@@ -57,7 +64,15 @@ SHAPES = [(16384, 4096), (65536, 4096), (16384, 8192), (8192, 16384), (4096, 327
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 EPS = 1e-6
 # Elements each op must move, per element of x (see the docstring).
-MOVED = {"fwd": 2, "add": 4, "bwd": 3, "fwdbwd": 5}
+MOVED = {"fwd": 2, "add": 4, "bwd": 3, "fwdbwd": 5, "quant": None, "add_quant": None}
+QUANT_OPS = ("quant", "add_quant")
+# --quant modes: the keywords of rms_norm_quant (a static scale is made on the GPU per case).
+QUANT_MODES = {"static": dict(scale=0.02), "token": {}, "group64": dict(group_size=64),
+               "group128": dict(group_size=128),
+               "group128_ue8m0": dict(group_size=128, ue8m0=True, transposed_scales=True)}
+QUANT_DTYPES = {"fp8": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2, "int8": torch.int8}
+# The peer that is rmsnorm's unquantized call of a quantized case.
+PLAIN = "plain"
 BACKWARD_OPS = ("bwd", "fwdbwd")
 # The peer that is rmsnorm itself with CUDA calls sent to the Python launcher
 # (rmsnorm.use_compiled_kernels(False)): the compiled kernels' route against Triton's JIT, in
@@ -131,11 +146,31 @@ def moved_elements(op, m, n):
     return m * n * MOVED[op]
 
 
+def moved_bytes(op, m, n, dtype, quant=None):
+    """The fewest bytes op must move (the module docstring)."""
+    if op not in QUANT_OPS:
+        return moved_elements(op, m, n) * dtype.itemsize
+    streams = 3 if op == "add_quant" else 1  # x (+ residual read, sum written)
+    group = QUANT_MODES[quant[0]].get("group_size")
+    scales = 0 if quant[0] == "static" else m * (n // group if group else 1) * 4
+    return m * n * (streams * dtype.itemsize + 1) + scales
+
+
+def quant_kwargs(quant):
+    """rms_norm_quant's keywords for a (mode, quant dtype name) pair."""
+    mode, qdtype = quant
+    kw = dict(QUANT_MODES[mode], quant_dtype=QUANT_DTYPES[qdtype])
+    if "scale" in kw:
+        kw["scale"] = torch.tensor([kw["scale"]], dtype=torch.float32, device=DEVICE)
+    return kw
+
+
 def make_inputs(op, m, n, dtype, seed=0):
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     x = torch.randn(m, n, device=DEVICE, dtype=dtype, generator=g)
     w = (torch.randn(n, device=DEVICE, generator=g) * 0.5 + 1).to(dtype)
-    r = torch.randn(m, n, device=DEVICE, dtype=dtype, generator=g) if op == "add" else None
+    r = torch.randn(m, n, device=DEVICE, dtype=dtype, generator=g) \
+        if op in ("add", "add_quant") else None
     return x, r, w
 
 
@@ -228,8 +263,39 @@ def graphed(fn):
     return graph.replay
 
 
-def peer_fns(op, x, r, w, peers, dy=None):
+def quant_peer_fns(op, x, r, w, peers, quant):
+    """The unfused compositions a quantized call replaces, and rmsnorm's plain call."""
+    kw = quant_kwargs(quant)
+    qkw = dict(scale=kw.get("scale"), group_size=kw.get("group_size"),
+               use_ue8m0=kw.get("ue8m0", False))
+    qdtype = kw["quant_dtype"]
+
+    def hf_then_quantize(a, res, b):
+        if res is not None:
+            a = res + a
+        return reference.quantize(reference.hf_llama_rms_norm(a, b, EPS), qdtype, **qkw), a
+
+    fns = {}
+    if "eager" in peers:
+        if op == "quant":
+            fns["rms_norm_then_quantize"] = lambda: reference.quantize(
+                rmsnorm.rms_norm(x, w, EPS), qdtype, **qkw)
+        else:
+            fns["rms_norm_then_quantize"] = lambda: reference.quantize(
+                rmsnorm.fused_add_rms_norm(x, r, w, EPS)[0], qdtype, **qkw)
+    if "compile" in peers:
+        compiled = torch.compile(hf_then_quantize, dynamic=False)
+        fns["compile_hf_quantize"] = lambda: compiled(x, r, w)
+    if PLAIN in peers:
+        fns[PLAIN] = (lambda: rmsnorm.rms_norm(x, w, EPS)) if op == "quant" else \
+            (lambda: rmsnorm.fused_add_rms_norm(x, r, w, EPS))
+    return fns
+
+
+def peer_fns(op, x, r, w, peers, dy=None, quant=None):
     """Callables of the peers asked for, by name."""
+    if op in QUANT_OPS:
+        return quant_peer_fns(op, x, r, w, peers, quant)
     fns = {}
     n = x.shape[-1]
     if op == "fwd":
@@ -271,7 +337,13 @@ def peer_fns(op, x, r, w, peers, dy=None):
     return fns
 
 
-def ours(op, x, r, w, dy=None):
+def ours(op, x, r, w, dy=None, quant=None):
+    if op == "quant":
+        kw = quant_kwargs(quant)
+        return lambda: rmsnorm.rms_norm_quant(x, w, EPS, **kw)
+    if op == "add_quant":
+        kw = quant_kwargs(quant)
+        return lambda: rmsnorm.fused_add_rms_norm_quant(x, r, w, EPS, **kw)
     if op == "fwd":
         return lambda: rmsnorm.rms_norm(x, w, EPS)
     if op == "add":
@@ -388,26 +460,28 @@ def _error(e):
     return f"{type(e).__name__}: {e}"[:200]
 
 
-def run_shape(op, m, n, dtype, peers, warmup, rep, timing="median"):
+def run_shape(op, m, n, dtype, peers, warmup, rep, timing="median", quant=None):
+    """One case's row; quant: (mode, quant dtype name) of a quantized op."""
     if "compile" in peers:
         # dynamic=False compiles each shape anew on the same code objects; past dynamo's
         # recompile limit (8) a peer would silently run eagerly. Start each shape afresh.
         torch._dynamo.reset()
-    nbytes = moved_elements(op, m, n) * dtype.itemsize
+    nbytes = moved_bytes(op, m, n, dtype, quant)
     sets = []  # (x, residual, weight, dy) of each input set
     for seed in range(input_sets(timing, nbytes)):
         x, r, w = make_inputs(op, m, n, dtype, seed=2 * seed)
         sets.append((x, r, w, make_grad(x, seed=2 * seed + 1) if op in BACKWARD_OPS else None))
     x, r, w, dy = sets[0]
-    row = {"op": op, "dtype": str(dtype).replace("torch.", ""), "M": m, "N": n,
+    row = {"op": op if quant is None else f"{op} {quant[0]} {quant[1]}",
+           "dtype": str(dtype).replace("torch.", ""), "M": m, "N": n,
            "timing": timing, "input_sets": len(sets), "bytes": nbytes,
            "copy_gbps": copy_gbps(nbytes, warmup, rep, timing, len(sets)), "impls": {}}
-    impls = {"rmsnorm": rotating([ours(op, *s) for s in sets])}
+    impls = {"rmsnorm": rotating([ours(op, *s, quant=quant) for s in sets])}
     if op == "fwdbwd" and x.is_cuda:
         impls["rmsnorm_graphed"] = graphed(ours(op, x, r, w, dy))
     if LAUNCHER in peers:
         impls[LAUNCHER] = impls["rmsnorm"]  # the same calls, timed under python_launcher_only
-    per_set = [peer_fns(op, *s[:3], peers, s[3]) for s in sets]
+    per_set = [peer_fns(op, *s[:3], peers, s[3], quant=quant) for s in sets]
     impls.update({name: rotating([fns[name] for fns in per_set]) for name in per_set[0]})
     for name, fn in impls.items():
         try:
@@ -497,7 +571,11 @@ def main(argv=None):
                    help="default: bf16 (with --suite: bf16 fp16 fp32)")
     p.add_argument("--shapes", nargs="+", type=parse_shape, default=SHAPES,
                    metavar="MxN")
-    p.add_argument("--peers", nargs="*", choices=["eager", "compile", LAUNCHER],
+    p.add_argument("--quant", nargs="+", choices=list(QUANT_MODES), default=["token"],
+                   help="scale modes of --op quant add_quant (default token)")
+    p.add_argument("--quant-dtype", nargs="+", choices=list(QUANT_DTYPES), default=["fp8"],
+                   help="formats of --op quant add_quant (default fp8: float8_e4m3fn)")
+    p.add_argument("--peers", nargs="*", choices=["eager", "compile", LAUNCHER, PLAIN],
                    help="default: eager (with --suite: none); %s is rmsnorm's own call with "
                         "CUDA tensors sent to the Python launcher" % LAUNCHER)
     p.add_argument("--timing", choices=list(TIMERS), default="median",
@@ -528,11 +606,15 @@ def main(argv=None):
     else:
         todo = [(op, dt, m, n, args.timing) for op in args.op or ["fwd", "add"]
                 for dt in args.dtype or ["bf16"] for m, n in args.shapes]
+        quants = list(itertools.product(args.quant, args.quant_dtype))
+        todo = [case + (q,) for case in todo
+                for q in (quants if case[0] in QUANT_OPS else [None])]
         peers = ["eager"] if args.peers is None else args.peers
     baseline = suite.load_rows(args.baseline) if args.baseline else None  # fail early
     rows = []
-    for op, dt, m, n, timing in todo:
-        rows.append(run_shape(op, m, n, DTYPES[dt], peers, args.warmup, args.rep, timing))
+    for op, dt, m, n, timing, *quant in todo:
+        rows.append(run_shape(op, m, n, DTYPES[dt], peers, args.warmup, args.rep, timing,
+                              *quant))
         print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
         if args.json:  # a run cut short by a time limit keeps the shapes done
             write_json(args.json, rows)

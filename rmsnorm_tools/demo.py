@@ -3,6 +3,8 @@
 On a GPU: real prefill and decode shapes, timed with triton.testing.do_bench against
 torch.nn.functional.rms_norm and the HF LlamaRMSNorm recipe. Without one: the same kernels in
 Triton's interpreter on the CPU, on small shapes (interpreter timings only show it runs).
+A second table runs the quantized forward (norm to fp8, per-token and per-group scales)
+against the unfused norm-then-quantize it replaces, which it must equal bit for bit.
 """
 
 import argparse
@@ -102,12 +104,50 @@ def main(argv=None):
                 print(f"| {label} | {m} x {n} | {op} | {ulps:.2f} | {off} of {y.numel()} | "
                       + " | ".join(f"{t:.1f}" for t in times) + " |")
         failures += _train_row(label, x, w, cuda)
+    failures += _quant_table(shapes, device, cuda)
     print("\ncorrectness:", "OK" if failures == 0 else f"{failures} FAILURES")
     print("recipe: HF LlamaRMSNorm (casting_mode='llama'); one bf16 rounding errs by up to "
           "2^-8 relative, llama rounds twice")
     print("fwd+bwd: forward and backward through autograd; its error is the norm-wise relative "
           "error of dx and dw against float64 autograd")
     return 1 if failures else 0
+
+
+def _quant_table(shapes, device, cuda):
+    """rms_norm_quant (per token) and fused_add_rms_norm_quant (per group of 128, UE8M0
+    scales) against rms_norm then vLLM's quantizer in PyTorch ops; returns the failures."""
+    import torch
+
+    import rmsnorm
+    from rmsnorm import reference
+
+    head = "| shape | M x N | op | elems != norm then quantize | fused us | unfused us |"
+    print("\nQuantized output (fp8 e4m3, bf16 in):\n")
+    print(head)
+    print("|" + "---|" * head.count(" | ") + "---|")
+    g = torch.Generator().manual_seed(2)
+    failures = 0
+    fp8 = torch.float8_e4m3fn
+    for label, m, n in shapes:
+        x, r = (torch.randn(m, n, generator=g).to(torch.bfloat16).to(device) for _ in range(2))
+        w = (torch.randn(n, generator=g) * 0.5 + 1).to(torch.bfloat16).to(device)
+        cases = (
+            ("norm->fp8 per token", lambda: rmsnorm.rms_norm_quant(x, w),
+             lambda: reference.quantize(rmsnorm.rms_norm(x, w), fp8)),
+            ("add+norm->fp8 per 128, ue8m0",
+             lambda: rmsnorm.fused_add_rms_norm_quant(x, r, w, group_size=128, ue8m0=True),
+             lambda: reference.quantize(rmsnorm.fused_add_rms_norm(x, r, w)[0], fp8,
+                                        group_size=128, use_ue8m0=True)))
+        with torch.no_grad():
+            for op, fused, unfused in cases:
+                got, (q, scales) = fused(), unfused()
+                off = int((got.out.view(torch.uint8) != q.view(torch.uint8)).sum()) + \
+                    int((got.scales != scales).sum())
+                failures += bool(off)
+                times = [_time_us(fn, cuda) for fn in (fused, unfused)]
+                print(f"| {label} | {m} x {n} | {op} | {off} of {q.numel() + scales.numel()} | "
+                      + " | ".join(f"{t:.1f}" for t in times) + " |")
+    return failures
 
 
 def _train_row(label, x, w, cuda):

@@ -45,6 +45,23 @@ def test_bench_measures_every_op_and_peer(fake_timer, tmp_path, capsys):
     assert "| dw reduce us (% bwd); bwd without dw us |" in table and "fails" not in table
 
 
+def test_bench_measures_the_quantized_ops_and_their_peers(fake_timer, tmp_path):
+    path = tmp_path / "bench.json"
+    bench.main(["--op", "quant", "add_quant", "--shapes", "3x128", "--quant", "static",
+                "token", "group64", "--quant-dtype", "fp8", "int8", "--peers", "eager", "plain",
+                "--json", str(path)])
+    rows = json.loads(path.read_text())["rows"]
+    assert len(rows) == 2 * 3 * 2
+    for row in rows:
+        assert set(row["impls"]) == {"rmsnorm", "rms_norm_then_quantize", "plain"}, row
+        assert all("us" in v for v in row["impls"].values()), row["impls"]
+    by_op = {row["op"]: row["bytes"] for row in rows}
+    # bf16 in, one byte out, fp32 scales: per row (token), per row and group of 64.
+    assert by_op["quant static fp8"] == 3 * 128 * 3
+    assert by_op["quant token int8"] == 3 * 128 * 3 + 3 * 4
+    assert by_op["add_quant group64 fp8"] == 3 * 128 * 7 + 3 * 2 * 4
+
+
 def test_dw_reduction_replay_writes_the_backwards_dw(device, monkeypatch):
     monkeypatch.setattr(bench, "DEVICE", device)
     x, _, w = bench.make_inputs("bwd", 7, 48, torch.bfloat16)

@@ -45,6 +45,9 @@ def test_each_public_call_is_one_op_call(device):
         "add_fwd": lambda: rmsnorm.fused_add_rms_norm(x, r, w),
         "add_fwd_inplace": lambda: rmsnorm.fused_add_rms_norm(x, r.clone(), w, inplace=True),
         "fwd_into": lambda: rmsnorm.rms_norm(x, w, out=torch.empty_like(x)),
+        "quant_fwd": lambda: rmsnorm.rms_norm_quant(x, w, group_size=64),
+        "quant_add_fwd_inplace": lambda: rmsnorm.fused_add_rms_norm_quant(x, r.clone(), w,
+                                                                          inplace=True),
     }
     for op, call in calls.items():
         with OpsCalled() as seen:

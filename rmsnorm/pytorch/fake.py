@@ -4,7 +4,7 @@ outputs: shape inference, models built on the meta device)."""
 
 import torch
 
-from rmsnorm.launch import contract
+from rmsnorm.launch import contract, quant
 
 
 def _one_device(x, **tensors):
@@ -56,3 +56,43 @@ def _bwd(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw):
     if need_dw and weight is not None:
         return dx, weight.new_empty(weight.shape)
     return dx, x.new_empty((0,))
+
+
+def _quant_outputs(x, residual, weight, scale, casting_mode, quant_dtype, group_size,
+                   transposed_scales, return_unquantized):
+    """(out, scales, unquantized) as the launcher (rmsnorm.launch.quant) allocates them."""
+    norm_dtype = residual.dtype if residual is not None else x.dtype
+    out = x.new_empty(x.shape, dtype=quant_dtype)
+    if scale is not None:
+        scales = x.new_empty((0,), dtype=torch.float32)
+    else:
+        groups = x.shape[-1] // group_size if group_size else 1
+        scales = _scales(x, groups, transposed_scales)
+    unquantized = x.new_empty(x.shape if return_unquantized else (0,),
+                              dtype=contract.output_dtype(norm_dtype, weight, casting_mode))
+    return out, scales, unquantized
+
+
+def _scales(x, groups, transposed):
+    return quant.scales_like(
+        x, groups, transposed, lambda shape, dtype, device: x.new_empty(shape, dtype=dtype))
+
+
+@torch.library.register_fake("rmsnorm::quant_fwd")
+def _quant_fwd(x, residual, weight, scale, scale_ub, eps, offset, casting_mode, quant_dtype,
+               group_size, ue8m0, transposed_scales, return_unquantized):
+    _one_device(x, residual=residual, weight=weight, scale=scale, scale_ub=scale_ub)
+    out, scales, unquantized = _quant_outputs(x, residual, weight, scale, casting_mode,
+                                              quant_dtype, group_size, transposed_scales,
+                                              return_unquantized)
+    residual_out = x.new_empty(x.shape if residual is not None else (0,),
+                               dtype=residual.dtype if residual is not None else x.dtype)
+    return out, scales, residual_out, unquantized
+
+
+@torch.library.register_fake("rmsnorm::quant_add_fwd_inplace")
+def _quant_add_fwd_inplace(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
+                           quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized):
+    _one_device(x, residual=residual, weight=weight, scale=scale, scale_ub=scale_ub)
+    return _quant_outputs(x, residual, weight, scale, casting_mode, quant_dtype, group_size,
+                          transposed_scales, return_unquantized)

@@ -5,7 +5,7 @@ launcher's, which name the argument at fault."""
 
 import torch
 
-from rmsnorm.launch import contract, ops
+from rmsnorm.launch import contract, ops, quant
 
 _lib = torch.library.Library("rmsnorm", "IMPL")
 
@@ -44,8 +44,47 @@ def _bwd(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw):
     return dx, dw if dw is not None else x.new_empty((0,))
 
 
+def _quant_outputs(x, residual, weight, casting_mode, out, scales, residual_out, unquantized,
+                   static):
+    """The op's outputs, with an empty tensor (of the dtype the fake kernel gives it) for each
+    the caller did not ask for."""
+    norm_dtype = residual.dtype if residual is not None else x.dtype
+    if static:
+        scales = x.new_empty((0,), dtype=torch.float32)
+    if residual_out is None:
+        residual_out = x.new_empty((0,))
+    if unquantized is None:
+        unquantized = x.new_empty((0,), dtype=contract.output_dtype(norm_dtype, weight,
+                                                                    casting_mode))
+    return out, scales, residual_out, unquantized
+
+
+def _quant_fwd(x, residual, weight, scale, scale_ub, eps, offset, casting_mode, quant_dtype,
+               group_size, ue8m0, transposed_scales, return_unquantized):
+    out, scales, residual_out, unquantized = quant.forward_quant(
+        x, weight, eps, offset=offset, casting_mode=casting_mode, residual=residual,
+        quant_dtype=quant_dtype, scale=scale, group_size=group_size or None, scale_ub=scale_ub,
+        ue8m0=ue8m0, transposed_scales=transposed_scales, return_unquantized=return_unquantized)
+    return _quant_outputs(x, residual, weight, casting_mode, out, scales, residual_out,
+                          unquantized, scale is not None)
+
+
+def _quant_add_fwd_inplace(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
+                           quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized):
+    out, scales, _, unquantized = quant.forward_quant(
+        x, weight, eps, offset=offset, casting_mode=casting_mode, residual=residual,
+        inplace=True, quant_dtype=quant_dtype, scale=scale, group_size=group_size or None,
+        scale_ub=scale_ub, ue8m0=ue8m0, transposed_scales=transposed_scales,
+        return_unquantized=return_unquantized)
+    out, scales, _, unquantized = _quant_outputs(x, residual, weight, casting_mode, out, scales,
+                                                 None, unquantized, scale is not None)
+    return out, scales, unquantized
+
+
 for _name, _fn in (("triton_fwd", _fwd), ("triton_add_fwd", _add_fwd),
                    ("triton_add_fwd_inplace", _add_fwd_inplace),
-                   ("triton_fwd_into", _fwd_into), ("triton_bwd", _bwd)):
+                   ("triton_fwd_into", _fwd_into), ("triton_bwd", _bwd),
+                   ("triton_quant_fwd", _quant_fwd),
+                   ("triton_quant_add_fwd_inplace", _quant_add_fwd_inplace)):
     for _key in ("CPU", "CUDA"):
         _lib.impl(_name, _fn, _key)

@@ -245,6 +245,44 @@ void fwd_into_autograd(const Tensor& x, const OptTensor& residual, const OptTens
     if (residual_out) torch::autograd::impl::bump_version(*residual_out);
 }
 
+// The quantized forward has no gradient (its outputs are fp8/int8 values and their scales):
+// an input that requires grad is refused rather than silently cut from the graph.
+void no_grad_for_quant(const Tensor& x, const OptTensor& residual, const OptTensor& weight) {
+    TORCH_CHECK(!any_requires_grad(x, residual, weight),
+                "rms_norm_quant and fused_add_rms_norm_quant are not differentiable: an input "
+                "requires grad; call them under torch.no_grad() or torch.inference_mode() (for "
+                "training use rms_norm)");
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_autograd(
+    const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
+    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
+    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    bool return_unquantized) {
+    no_grad_for_quant(x, residual, weight);
+    at::AutoDispatchBelowADInplaceOrView below;
+    return public_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
+                                       casting_mode, quant_dtype, group_size, ue8m0,
+                                       transposed_scales, return_unquantized);
+}
+
+std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_autograd(
+    const Tensor& x, const Tensor& residual, const OptTensor& weight, const OptTensor& scale,
+    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
+    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    bool return_unquantized) {
+    no_grad_for_quant(x, residual, weight);
+    std::tuple<Tensor, Tensor, Tensor> outputs;
+    {
+        at::AutoDispatchBelowADInplaceOrView below;
+        outputs = public_ops().quant_add_fwd_inplace.call(
+            x, residual, weight, scale, scale_ub, eps, offset, casting_mode, quant_dtype,
+            group_size, ue8m0, transposed_scales, return_unquantized);
+    }
+    torch::autograd::impl::bump_version(residual);
+    return outputs;
+}
+
 }  // namespace
 }  // namespace rmsnorm_torch
 
@@ -256,4 +294,6 @@ TORCH_LIBRARY_IMPL(rmsnorm, Autograd, m) {
     m.impl("fwd_into", &fwd_into_autograd);
     // Not differentiable itself (double backward takes the ATen formula instead).
     m.impl("bwd", torch::autograd::autogradNotImplementedFallback());
+    m.impl("quant_fwd", &quant_fwd_autograd);
+    m.impl("quant_add_fwd_inplace", &quant_add_fwd_inplace_autograd);
 }

@@ -276,6 +276,28 @@ std::tuple<Tensor, Tensor> bwd_cuda(const Tensor& dy, const Tensor& x, const Opt
     return triton_ops().bwd.call(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw);
 }
 
+// The quantized forward: the Python launcher's kernels for now (librmsnorm's quantized
+// kernels are wired in by a later change).
+std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cuda(
+    const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
+    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
+    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    bool return_unquantized) {
+    return triton_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
+                                       casting_mode, quant_dtype, group_size, ue8m0,
+                                       transposed_scales, return_unquantized);
+}
+
+std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cuda(
+    const Tensor& x, const Tensor& residual, const OptTensor& weight, const OptTensor& scale,
+    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
+    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    bool return_unquantized) {
+    return triton_ops().quant_add_fwd_inplace.call(x, residual, weight, scale, scale_ub, eps,
+                                                   offset, casting_mode, quant_dtype, group_size,
+                                                   ue8m0, transposed_scales, return_unquantized);
+}
+
 }  // namespace
 
 std::string compiled_kernels_report(int64_t device) {
@@ -295,4 +317,6 @@ TORCH_LIBRARY_IMPL(rmsnorm, CUDA, m) {
     m.impl("add_fwd_inplace", &add_fwd_inplace_cuda);
     m.impl("fwd_into", &fwd_into_cuda);
     m.impl("bwd", &bwd_cuda);
+    m.impl("quant_fwd", &quant_fwd_cuda);
+    m.impl("quant_add_fwd_inplace", &quant_add_fwd_inplace_cuda);
 }

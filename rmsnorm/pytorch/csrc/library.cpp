@@ -28,6 +28,17 @@ constexpr const char* kBwd =
     "(Tensor dy, Tensor x, Tensor? weight, Tensor rstd, Tensor? dresidual, float offset, "
     "str casting_mode, bool need_dw) -> (Tensor dx, Tensor dw)";
 
+constexpr const char* kQuantFwd =
+    "(Tensor x, Tensor? residual, Tensor? weight, Tensor? scale, Tensor? scale_ub, float eps, "
+    "float offset, str casting_mode, ScalarType quant_dtype, int group_size, bool ue8m0, "
+    "bool transposed_scales, bool return_unquantized) "
+    "-> (Tensor out, Tensor scales, Tensor residual_out, Tensor unquantized)";
+constexpr const char* kQuantAddFwdInplace =
+    "(Tensor x, Tensor(a!) residual, Tensor? weight, Tensor? scale, Tensor? scale_ub, "
+    "float eps, float offset, str casting_mode, ScalarType quant_dtype, int group_size, "
+    "bool ue8m0, bool transposed_scales, bool return_unquantized) "
+    "-> (Tensor out, Tensor scales, Tensor unquantized)";
+
 template <class Sig>
 c10::TypedOperatorHandle<Sig> find(const std::string& name) {
     return c10::Dispatcher::singleton()
@@ -38,7 +49,9 @@ c10::TypedOperatorHandle<Sig> find(const std::string& name) {
 Family family(const std::string& prefix) {
     return {find<FwdSig>(prefix + "fwd"), find<AddFwdSig>(prefix + "add_fwd"),
             find<AddFwdInplaceSig>(prefix + "add_fwd_inplace"),
-            find<FwdIntoSig>(prefix + "fwd_into"), find<BwdSig>(prefix + "bwd")};
+            find<FwdIntoSig>(prefix + "fwd_into"), find<BwdSig>(prefix + "bwd"),
+            find<QuantFwdSig>(prefix + "quant_fwd"),
+            find<QuantAddFwdInplaceSig>(prefix + "quant_add_fwd_inplace")};
 }
 
 // CPU tensors: the Python launcher (Triton's interpreter, or the contract's PyTorch recipe).
@@ -70,6 +83,26 @@ std::tuple<Tensor, Tensor> bwd_cpu(const Tensor& dy, const Tensor& x, const OptT
     return triton_ops().bwd.call(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw);
 }
 
+std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cpu(
+    const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
+    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
+    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    bool return_unquantized) {
+    return triton_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
+                                       casting_mode, quant_dtype, group_size, ue8m0,
+                                       transposed_scales, return_unquantized);
+}
+
+std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cpu(
+    const Tensor& x, const Tensor& residual, const OptTensor& weight, const OptTensor& scale,
+    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
+    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    bool return_unquantized) {
+    return triton_ops().quant_add_fwd_inplace.call(x, residual, weight, scale, scale_ub, eps,
+                                                   offset, casting_mode, quant_dtype, group_size,
+                                                   ue8m0, transposed_scales, return_unquantized);
+}
+
 bool use_compiled_kernels(std::optional<bool> enabled) {
     return enabled ? set_compiled_enabled(*enabled) : compiled_enabled();
 }
@@ -99,6 +132,8 @@ TORCH_LIBRARY(rmsnorm, m) {
         define(prefix + "add_fwd_inplace", kAddFwdInplace);
         define(prefix + "fwd_into", kFwdInto);
         define(prefix + "bwd", kBwd);
+        define(prefix + "quant_fwd", kQuantFwd);
+        define(prefix + "quant_add_fwd_inplace", kQuantAddFwdInplace);
     }
     // Whether CUDA tensors take the compiled kernels where they cover the call (the default),
     // or the Python launcher for everything; returns the previous setting (None: only reads it).
@@ -114,6 +149,8 @@ TORCH_LIBRARY_IMPL(rmsnorm, CPU, m) {
     m.impl("add_fwd_inplace", &add_fwd_inplace_cpu);
     m.impl("fwd_into", &fwd_into_cpu);
     m.impl("bwd", &bwd_cpu);
+    m.impl("quant_fwd", &quant_fwd_cpu);
+    m.impl("quant_add_fwd_inplace", &quant_add_fwd_inplace_cpu);
 }
 
 // The kernels read raw memory and the Python launcher handles the negative and conjugate
@@ -122,7 +159,8 @@ TORCH_LIBRARY_IMPL(rmsnorm, CPU, m) {
 namespace {
 void fall_through(torch::Library& m) {
     for (const std::string prefix : {"", "triton_"})
-        for (const char* name : {"fwd", "add_fwd", "add_fwd_inplace", "fwd_into", "bwd"})
+        for (const char* name : {"fwd", "add_fwd", "add_fwd_inplace", "fwd_into", "bwd",
+                                 "quant_fwd", "quant_add_fwd_inplace"})
             m.impl((prefix + name).c_str(), torch::CppFunction::makeFallthrough());
 }
 }  // namespace

@@ -1,5 +1,6 @@
 // The rmsnorm ops' schemas and typed handles. Two families share each schema:
-// - rmsnorm::fwd, add_fwd, add_fwd_inplace, fwd_into, bwd: what the public functions call.
+// - rmsnorm::fwd, add_fwd, add_fwd_inplace, fwd_into, bwd, quant_fwd, quant_add_fwd_inplace:
+//   what the public functions call.
 //   Autograd, CUDA and CPU kernels are registered here in C++; fake kernels in Python
 //   (rmsnorm/pytorch/fake.py, from the contract's dtype rules).
 // - rmsnorm::triton_*: the same ops through the Python launcher (rmsnorm.launch.ops, Triton's
@@ -31,6 +32,19 @@ using AddFwdInplaceSig = Tensor(const Tensor& x, const Tensor& residual, const O
 using FwdIntoSig = void(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
                         const Tensor& y, const OptTensor& residual_out, double eps, double offset,
                         Mode casting_mode);
+// The quantized forward (rms_norm_quant, fused_add_rms_norm_quant): residual absent for the
+// plain norm; group_size 0 for per-token scales; outputs the caller did not ask for (static
+// scales, the plain norm's residual_out, the unquantized y) are empty tensors.
+using QuantFwdSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(
+    const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
+    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
+    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    bool return_unquantized);
+using QuantAddFwdInplaceSig = std::tuple<Tensor, Tensor, Tensor>(
+    const Tensor& x, const Tensor& residual, const OptTensor& weight, const OptTensor& scale,
+    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
+    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    bool return_unquantized);
 using BwdSig = std::tuple<Tensor, Tensor>(const Tensor& dy, const Tensor& x,
                                           const OptTensor& weight, const Tensor& rstd,
                                           const OptTensor& dresidual, double offset,
@@ -43,6 +57,8 @@ struct Family {
     c10::TypedOperatorHandle<AddFwdInplaceSig> add_fwd_inplace;
     c10::TypedOperatorHandle<FwdIntoSig> fwd_into;
     c10::TypedOperatorHandle<BwdSig> bwd;
+    c10::TypedOperatorHandle<QuantFwdSig> quant_fwd;
+    c10::TypedOperatorHandle<QuantAddFwdInplaceSig> quant_add_fwd_inplace;
 };
 
 // The ops the public functions call ("rmsnorm::fwd", ...).

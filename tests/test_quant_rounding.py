@@ -1,0 +1,72 @@
+"""The quantizer's conversion itself (rmsnorm.kernels.quantize.quantize), value by value:
+saturation, round-to-nearest-even at every tie of every binade, subnormals and NaN, against
+torch's own conversions. Under the interpreter fp8 is rounded on the bits; on the GPU both the
+GPU's conversion and the bit-level one are held to torch."""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from rmsnorm.kernels import quantize as q
+from rmsnorm.launch import ops
+from rmsnorm.launch.quant import TRITON_DTYPES
+
+
+@triton.jit
+def _static_quantize(V, OUT, N, Q_DTYPE: tl.constexpr, SOFT: tl.constexpr, BLOCK: tl.constexpr):
+    # Static quantization with scale 1: fp8 multiplies by 1 and int8 divides by 1, exactly.
+    offs = tl.arange(0, BLOCK)
+    m = offs < N
+    v = tl.load(V + offs, mask=m)
+    tl.store(OUT + offs, q.quantize(v, 1.0, 1.0, q.STATIC, Q_DTYPE, SOFT), mask=m)
+
+
+def values(quant_dtype):
+    """Every representable value, the midpoints between neighbours (ties), a hair either side
+    of each, values past saturation, tiny values, signed zeros and NaN."""
+    if quant_dtype == torch.int8:
+        grid = torch.arange(-128, 128, dtype=torch.float32)
+    else:
+        codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(quant_dtype).float()
+        grid = codes[torch.isfinite(codes)].unique()
+    mids = (grid[1:] + grid[:-1]) / 2
+    near = torch.cat([torch.nextafter(mids, mids + 1), torch.nextafter(mids, mids - 1)])
+    top = grid.abs().max().item()
+    extra = torch.tensor([top * 1.01, -top * 1.01, top * 4, -top * 4, 1e-30, -1e-30, 0.0, -0.0,
+                          float("nan"), 3e38, -3e38])
+    return torch.cat([grid, mids, near, extra])
+
+
+def torch_reference(v, quant_dtype):
+    qmax = 127.0 if quant_dtype == torch.int8 else torch.finfo(quant_dtype).max
+    qmin = -128.0 if quant_dtype == torch.int8 else -qmax
+    nan_out = 0.0 if quant_dtype == torch.int8 else qmax  # static mode: vLLM's NaN mapping
+    c = torch.where(v.isnan(), nan_out, v.clamp(qmin, qmax))
+    return (c.round() if quant_dtype == torch.int8 else c).to(quant_dtype)
+
+
+def devices_and_soft():
+    cases = [("cpu", True)] if ops.INTERPRETED else []
+    if torch.cuda.is_available():
+        cases += [("cuda", False), ("cuda", True)]
+    return cases or [pytest.param("none", False, marks=pytest.mark.skip(reason="no kernels"))]
+
+
+@pytest.mark.parametrize("where,soft", devices_and_soft())
+@pytest.mark.parametrize("quant_dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.int8],
+                         ids=str)
+def test_conversion_matches_torch_at_every_tie(where, soft, quant_dtype):
+    if soft and quant_dtype == torch.int8:
+        pytest.skip("int8 has one rounding route")
+    v = values(quant_dtype).to(where)
+    block = triton.next_power_of_2(v.numel())
+    fp8_bits = soft and quant_dtype != torch.int8
+    out = torch.empty(v.shape, dtype=torch.uint8 if fp8_bits else quant_dtype, device=where)
+    _static_quantize[(1,)](v, out, v.numel(), Q_DTYPE=TRITON_DTYPES[quant_dtype], SOFT=soft,
+                           BLOCK=block)
+    got = out.cpu() if fp8_bits else out.cpu().view(torch.uint8)
+    expected = torch_reference(v.cpu(), quant_dtype).view(torch.uint8)
+    bad = (got != expected).nonzero().flatten()
+    assert bad.numel() == 0, f"{bad.numel()} values differ, e.g. {v[bad[:4]].tolist()}: " \
+                             f"{got[bad[:4]].tolist()} vs {expected[bad[:4]].tolist()}"
