@@ -16,6 +16,12 @@ NONE: tl.constexpr = 0
 STATIC: tl.constexpr = 1
 TOKEN: tl.constexpr = 2
 GROUP: tl.constexpr = 3
+# The same codes for this module's jit functions: the compiler takes a global there only as a
+# tl.constexpr instance (the annotated ints above are plain ints at run time, which the
+# interpreter alone accepts); the launcher keeps the ints.
+_STATIC = tl.constexpr(STATIC)
+_TOKEN = tl.constexpr(TOKEN)
+_GROUP = tl.constexpr(GROUP)
 
 
 @triton.jit
@@ -74,7 +80,7 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
     value's bits as uint8. `scale` divides (fp8 rows and groups, int8 static and groups) or
     `inverse` multiplies (fp8 static, int8 rows), as vLLM does in each mode."""
     int8: tl.constexpr = Q_DTYPE == tl.int8
-    if (QUANT == STATIC and not int8) or (QUANT == TOKEN and int8):
+    if (QUANT == _STATIC and not int8) or (QUANT == _TOKEN and int8):
         v = yf * inverse
     else:
         v = tl.math.div_rn(yf, scale)
@@ -86,7 +92,7 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
     # vLLM's clamps: fminf then fmaxf (NaN to the top) except in its group kernels, fmaxf
     # then fminf (NaN to the bottom); int8's saturating conversion (NaN to 0) in its static
     # and per-row kernels.
-    if QUANT == GROUP:
+    if QUANT == _GROUP:
         nan_out = qmin
     elif int8:
         nan_out = 0.0
@@ -94,7 +100,7 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
         nan_out = qmax
     v = tl.where(v != v, nan_out, tl.where(v > qmax, qmax, tl.where(v < qmin, qmin, v)))
     if int8:
-        if QUANT == GROUP:
+        if QUANT == _GROUP:
             # vLLM's group kernel converts with a C cast: toward zero.
             return v.to(tl.int8)
         # Round half to even by fp32 addition of 1.5 * 2^23 (exact for |v| <= 128).
