@@ -11,8 +11,13 @@ import time
 
 import pytest
 
+QUANT_FLAGS = ["has_ub", "ss_col", "ss_row", "store_unq", "ue8m0"]
 ROW_COUNTS = {"fwd_tile_kernel": ["H", "M", "rstd_rows"],
               "fwd_loop_kernel": ["H", "M", "rstd_rows"],
+              # The quantized forward's run-time flags and scale strides, too: the AOT build
+              # compiles one kernel for every value of them.
+              "fwd_quant_tile_kernel": sorted(["H", "M", "rstd_rows", *QUANT_FLAGS]),
+              "fwd_quant_loop_kernel": sorted(["H", "M", "rstd_rows", *QUANT_FLAGS]),
               "bwd_tile_kernel": ["H", "M"], "bwd_loop_kernel": ["H", "M"],
               "dw_reduce_kernel": ["P"]}
 
@@ -23,8 +28,9 @@ from rmsnorm.kernels import backward, forward
 from rmsnorm.launch import configs
 
 facts = {"unspecialized": {}, "int_types": {}, "pdl": {}, "compiled": {}}
-for k in (forward.fwd_tile_kernel, forward.fwd_loop_kernel, backward.bwd_tile_kernel,
-          backward.bwd_loop_kernel, backward.dw_reduce_kernel):
+for k in (forward.fwd_tile_kernel, forward.fwd_loop_kernel, forward.fwd_quant_tile_kernel,
+          forward.fwd_quant_loop_kernel, backward.bwd_tile_kernel, backward.bwd_loop_kernel,
+          backward.dw_reduce_kernel):
     facts["unspecialized"][k.__name__] = sorted(p.name for p in k.params if p.do_not_specialize)
 def row(op, eb, n):
     return configs.rule_index(op, n, eb)
@@ -32,12 +38,15 @@ def row(op, eb, n):
 specs = [aot.Spec("fwd", "bf16", True, True, variant=row("fwd", 2, 4096)),
          aot.Spec("add", "f16", variant=len(configs.rules_for("add", 2)) - 1),
          aot.Spec("bwd", "f32", True, has_dresidual=True, has_dw=True, variant=row("bwd", 4, 256)),
-         aot.Spec("reduce", "bf16", variant=aot.reduce_blocks()[0].bit_length() - 1)]
+         aot.Spec("reduce", "bf16", variant=aot.reduce_blocks()[0].bit_length() - 1),
+         aot.Spec("add", "bf16", True, variant=row("add", 2, 4096), quant=3, qformat="int8",
+                  group=128)]
 for spec in specs:
     kernel, types, consts, pointers, _, _, _ = aot._signature(spec, 90)
-    facts["int_types"][spec.op] = sorted({t for n, t in types.items() if n not in consts
+    op = "quant" if spec.quant else spec.op
+    facts["int_types"][op] = sorted({t for n, t in types.items() if n not in consts
                                           and n not in pointers and n not in ("eps", "offset")})
-    facts["pdl"][spec.op] = [aot._signature(spec, a)[2]["PDL"] for a in (80, 89, 90, 100)]
+    facts["pdl"][op] = [aot._signature(spec, a)[2]["PDL"] for a in (80, 89, 90, 100)]
 for arch in (80, 90):
     for align in (aot.ALIGN_NONE, aot.ALIGN_VEC):
         ptx = aot.compile_one(aot.Spec("fwd", "f32", True, True, variant=row("fwd", 4, 64),
@@ -68,12 +77,12 @@ def test_row_counts_are_never_specialized(facts, kernel):
     assert facts["unspecialized"][kernel] == ROW_COUNTS[kernel]
 
 
-@pytest.mark.parametrize("op", ["fwd", "add", "bwd", "reduce"])
+@pytest.mark.parametrize("op", ["fwd", "add", "bwd", "reduce", "quant"])
 def test_every_integer_argument_is_32_bit_as_the_jit_types_it(facts, op):
     assert facts["int_types"][op] == ["i32"]
 
 
-@pytest.mark.parametrize("op", ["fwd", "add", "bwd", "reduce"])
+@pytest.mark.parametrize("op", ["fwd", "add", "bwd", "reduce", "quant"])
 def test_kernels_for_sm90_and_later_wait_on_the_prior_grid(facts, op):
     assert facts["pdl"][op] == [False, False, True, True]  # sm_80, 89, 90, 100
 

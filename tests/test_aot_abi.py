@@ -9,8 +9,8 @@ import pytest
 import triton.language as tl
 
 from rmsnorm.aot import abi as aot_abi, build as aot, emit as aot_emit
-from rmsnorm.kernels import backward, forward
-from rmsnorm.launch import configs
+from rmsnorm.kernels import backward, forward, quantize
+from rmsnorm.launch import configs, quant_contract
 
 HEADER = aot_abi.HEADER.read_text()
 
@@ -42,14 +42,23 @@ def test_keys_pack_as_the_headers_shifts_say_and_name_one_kernel_each():
     for spec in specs:
         fields = dict(op=aot.OPS.index(spec.op), dtype=aot.DTYPES.index(spec.dtype),
                       has_w=spec.has_w, llama=spec.llama, has_dresidual=spec.has_dresidual,
-                      has_dw=spec.has_dw, align=spec.align, variant=spec.variant)
+                      has_dw=spec.has_dw, align=spec.align, variant=spec.variant,
+                      quant=spec.quant,
+                      qformat=aot.QFORMATS.index(spec.qformat) if spec.quant else 0,
+                      group=aot.GROUP_SIZES.index(spec.group))
         assert spec.key() == sum(int(v) << shifts[f] for f, v in fields.items()), spec
     assert len({s.key() for s in specs}) == len(specs)
 
 
 def test_a_field_too_wide_for_its_bits_is_refused():
     with pytest.raises(ValueError, match="variant"):
-        aot.Spec("fwd", "bf16", variant=1 << 22).key()
+        aot.Spec("fwd", "bf16", variant=1 << 16).key()
+
+
+def test_the_key_has_room_for_every_table_row_and_uses_32_bits():
+    assert sum(bits for _, bits in aot.KEY_FIELDS) == 32  # KernelKey::packed() is a uint32_t
+    variant_bits = dict(aot.KEY_FIELDS)["variant"]
+    assert aot_emit.MAX_WIDTH_RULES <= 1 << variant_bits
 
 
 def test_op_and_dtype_codes_are_the_python_orders():
@@ -66,6 +75,7 @@ def test_op_and_dtype_codes_are_the_python_orders():
     ("Forward", (forward.fwd_tile_kernel, forward.fwd_loop_kernel)),
     ("Backward", (backward.bwd_tile_kernel, backward.bwd_loop_kernel)),
     ("Reduce", (backward.dw_reduce_kernel,)),
+    ("QuantForward", (forward.fwd_quant_tile_kernel, forward.fwd_quant_loop_kernel)),
 ])
 def test_slots_are_the_kernels_arguments_without_constexprs_then_tritons_hidden_ones(
         family, kernels):
@@ -82,25 +92,24 @@ def test_each_alignment_class_assumes_what_the_aot_build_specialises_on():
     # very arguments that kernel was compiled to take as divisible by 16.
     classes = {"kAlignNone": aot.ALIGN_NONE, "kAlignPointers": aot.ALIGN_PTR,
                "kAlignVec": aot.ALIGN_VEC}
-    families = {op: name for name, ops in aot_abi.FAMILIES.items() for op in ops}
     seen = set()
     for spec in aot.specs(90):
         kernel, source, _ = aot._compile_inputs(spec, 90)
         divisible = {kernel.arg_names[i] for (i,), _ in source["attrs"].items()}
-        infos = _arg_infos(families[spec.op])
+        infos = _arg_infos(aot.family(spec))
         want = {name for _, cls, name in infos
                 if cls != "kAlignNone" and classes[cls] <= spec.align}
         assert divisible == want, spec
-        seen.add((spec.op, spec.align))
-    assert len(seen) == 4 * 3
+        seen.add((spec.op, bool(spec.quant), spec.align))
+    # The quantized forward (fwd and add) in its one class, the others in all three.
+    assert len(seen) == 4 * 3 + 2
 
 
 def test_each_argument_has_the_kind_the_aot_signature_gives_it():
-    families = {op: name for name, ops in aot_abi.FAMILIES.items() for op in ops}
     kinds = {"Pointer": "*", "Int32": "i32", "Float32": "fp32"}
     for spec in aot.specs(90)[::97]:
         _, source, _ = aot._compile_inputs(spec, 90)
-        for kind, _, name in _arg_infos(families[spec.op]):
+        for kind, _, name in _arg_infos(aot.family(spec)):
             if name in aot_abi.HIDDEN:
                 continue
             assert source["signature"][name].startswith(kinds[kind]), (spec, name)
@@ -152,3 +161,40 @@ def test_the_split_forwards_threshold_is_the_launch_tables():
     divisors = re.search(r"kSplitForwardSmDivisor\[2\] = \{(\d+), (\d+)\};", HEADER).groups()
     assert [int(d) for d in divisors] == [configs.SPLIT_FORWARD_SM_DIVISOR[op]
                                           for op in ("fwd", "add")]
+
+
+def test_the_quantized_forwards_codes_are_the_kernels_and_the_launchers():
+    c = _constants()
+    modes = [quantize.NONE, quantize.STATIC, quantize.TOKEN, quantize.GROUP]
+    assert [c[f"kQuant{m.capitalize()}"] for m in aot.QUANT_MODES] == modes
+    assert [c[f"kQFormat{f.capitalize()}"] for f in aot.QFORMATS] == [0, 1, 2]
+    groups = re.search(r"kGroupSizes\[kGroupSizeCount\] = \{(.*?)\};", HEADER).group(1)
+    assert [int(g) for g in groups.split(",")] == list(aot.GROUP_SIZES)
+    assert aot.GROUP_SIZES == (0, *quant_contract.GROUP_SIZES)
+
+
+def test_the_quantized_forward_is_compiled_exactly_where_the_header_says():
+    def flags(name):
+        body = re.search(rf"{name}\[\w+\] = \{{(.*?)\}};", HEADER).group(1)
+        return [f.strip() == "true" for f in body.split(",")]
+
+    dtypes = dict(zip(aot.DTYPES, flags("kQuantDtypes")))
+    formats = dict(zip(aot.QFORMATS, flags("kQuantFormats")))
+    specs = [s for s in aot.specs(90) if s.quant]
+    assert {s.dtype for s in specs} == {d for d, on in dtypes.items() if on}
+    assert {s.qformat for s in specs} == {f for f, on in formats.items() if on}
+    assert {(s.has_w, s.align, s.has_dresidual, s.has_dw) for s in specs} == {
+        (True, aot.ALIGN_VEC, False, False)}
+    assert re.search(r"kQuantAlign = kAlignVec;", HEADER)
+    # Every table row has every mode, format and casting mode, but the per-group kernels of
+    # groups its tile is not a multiple of.
+    have = {(s.op, s.dtype, s.variant, s.llama, s.qformat, s.quant, s.group) for s in specs}
+    for dtype in aot.QUANT_DTYPES:
+        for op in ("fwd", "add"):
+            for variant, rule in enumerate(aot.table_rows(op, dtype, 90)):
+                for llama in (True, False):
+                    for qformat in aot.QUANT_FORMATS:
+                        for quant, group in ((1, 0), (2, 0), (3, 64), (3, 128)):
+                            want = group == 0 or rule.block_n % group == 0
+                            key = (op, dtype, variant, llama, qformat, quant, group)
+                            assert (key in have) == want, key

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "quantize.hpp"
 #include "rmsnorm/rmsnorm.h"
 #include "validate.hpp"
 
@@ -70,12 +71,15 @@ float inv_rms(Acc sum_sq, int64_t n, float eps) {
     return static_cast<float>(Acc(1) / std::sqrt(mean));
 }
 
-template <typename Acc>
-void forward_rows(const rmsnorm_forward_args& a) {
+// Each row's y, the contract's, rounded to y.dtype (a.y.data is not used), goes to
+// sink(row, y values); the fused add's sum is written to residual_out, rstd where asked.
+template <typename Acc, typename Sink>
+void forward_rows(const rmsnorm_forward_args& a, Sink&& sink) {
     const bool fused = a.residual.data != nullptr;
     const rmsnorm_rows& input = fused ? a.residual_out : a.x;  // what is normalized
+    std::vector<float> y(static_cast<size_t>(a.n));
     for (int64_t i = 0; i < a.rows; ++i) {
-        const Row x{a.x, i}, in{input, i}, y{a.y, i};
+        const Row x{a.x, i}, in{input, i};
         Acc sum_sq = 0;
         for (int64_t j = 0; j < a.n; ++j) {
             float v = x.get(j);
@@ -99,9 +103,48 @@ void forward_rows(const rmsnorm_forward_args& a) {
             } else {
                 out = v * r * weight_at(a.weight, a.weight_dtype, j, a.offset);
             }
-            y.set(j, out);
+            y[static_cast<size_t>(j)] = round_to(a.y.dtype, out);
         }
+        sink(i, y.data());
     }
+}
+
+// The forward: y stored (rounded already: storing it again rounds nothing). Every element of
+// a row is read before y is written: y may be x.
+template <typename Acc>
+void forward_rows(const rmsnorm_forward_args& a) {
+    forward_rows<Acc>(a, [&a](int64_t i, const float* y) {
+        const Row row{a.y, i};
+        for (int64_t j = 0; j < a.n; ++j) row.set(j, y[j]);
+    });
+}
+
+template <typename Acc>
+void forward_quant_rows(const QuantArgs& qa) {
+    const rmsnorm_quant_args& q = qa.quant;
+    const rmsnorm_forward_args& a = qa.forward;
+    Quantizer quantizer;
+    quantizer.format = q.format;
+    quantizer.mode = q.scale_mode;
+    quantizer.group_size = q.group_size;
+    if (a.rows > 0 && q.scale_mode == RMSNORM_SCALE_STATIC) quantizer.static_scale = *q.scales;
+    quantizer.has_ub = q.scale_ub != nullptr;
+    if (quantizer.has_ub && a.rows > 0) quantizer.ub = *q.scale_ub;
+    quantizer.ue8m0 = q.ue8m0 != 0;
+    std::vector<float> scales(static_cast<size_t>(qa.groups));
+    forward_rows<Acc>(a, [&](int64_t i, const float* y) {
+        if (a.y.data != nullptr) {
+            const Row row{a.y, i};
+            for (int64_t j = 0; j < a.n; ++j) row.set(j, y[j]);
+        }
+        quantize_row(quantizer, y, a.n, static_cast<uint8_t*>(q.out) + i * q.out_stride,
+                     scales.data());
+        if (q.scale_mode == RMSNORM_SCALE_STATIC) return;
+        for (int64_t g = 0; g < qa.groups; ++g) {
+            q.scales[i * q.scale_row_stride + g * q.scale_group_stride] =
+                scales[static_cast<size_t>(g)];
+        }
+    });
 }
 
 template <typename Acc>
@@ -152,6 +195,19 @@ rmsnorm_status rmsnorm_cpu_forward(const rmsnorm_forward_args* args) {
         forward_rows<double>(a);
     } else {
         forward_rows<float>(a);
+    }
+    return succeed();
+}
+
+rmsnorm_status rmsnorm_cpu_forward_quant(const rmsnorm_quant_args* args) {
+    using namespace rmsnorm::detail;
+    QuantArgs a;
+    const rmsnorm_status status = validate(args, &a);
+    if (status != RMSNORM_SUCCESS) return status;
+    if (a.forward.accumulation == RMSNORM_ACCUMULATE_F64) {
+        forward_quant_rows<double>(a);
+    } else {
+        forward_quant_rows<float>(a);
     }
     return succeed();
 }

@@ -255,6 +255,176 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     return succeed();
 }
 
+const char* format_name(rmsnorm_quant_format format) {
+    switch (format) {
+        case RMSNORM_QUANT_FP8_E4M3:
+            return "RMSNORM_QUANT_FP8_E4M3";
+        case RMSNORM_QUANT_INT8:
+            return "RMSNORM_QUANT_INT8";
+        case RMSNORM_QUANT_FP8_E5M2:
+            return "RMSNORM_QUANT_FP8_E5M2";
+    }
+    return "an unknown format";
+}
+
+// What the quantized kernels of this build cover beyond the forward's own rules
+// (rmsnorm/aot/build.py, QUANT_*; the generated kQuant* flags): UNSUPPORTED naming the first
+// thing that is not compiled.
+rmsnorm_status check_quant_compiled(const QuantArgs& qa) {
+    const rmsnorm_quant_args& q = qa.quant;
+    const rmsnorm_forward_args& a = qa.forward;
+    const bool fused = a.residual.data != nullptr;
+    if (!abi::kQuantDtypes[a.x.dtype]) {
+        return unsupported(
+            "x.dtype is RMSNORM_F32; the quantized kernels of librmsnorm are compiled for f16 "
+            "and bf16 (the Python package quantizes f32 rows)");
+    }
+    if (a.weight == nullptr) {
+        return unsupported(
+            "weight is NULL; the quantized kernels of librmsnorm are compiled with a weight "
+            "(the Python package quantizes without one)");
+    }
+    if (!abi::kQuantFormats[q.format]) {
+        return unsupported(std::string("format is ") + format_name(q.format) +
+                           "; the quantized kernels of librmsnorm are compiled for "
+                           "RMSNORM_QUANT_FP8_E4M3 and RMSNORM_QUANT_INT8 (the Python package "
+                           "quantizes to the others)");
+    }
+    // The weight and the residual before y: without y, y's dtype is the contract's, which a
+    // weight or residual of another dtype makes f32, and the message would name y.
+    rmsnorm_status s = check_weight_dtype(a.weight, a.weight_dtype, a.x.dtype);
+    if (s != RMSNORM_SUCCESS) return s;
+    if ((s = check_dtypes(a.x.dtype, a.weight, a.weight_dtype,
+                          {{"residual", fused ? a.residual.dtype : a.x.dtype},
+                           {"residual_out", fused ? a.residual_out.dtype : a.x.dtype},
+                           {"y", a.y.dtype}},
+                          a.accumulation, a.n)) != RMSNORM_SUCCESS ||
+        (s = check_strides(a.rows, {{"x", a.x.stride},
+                                    {"residual", fused ? a.residual.stride : 0},
+                                    {"residual_out", fused ? a.residual_out.stride : 0}})) !=
+            RMSNORM_SUCCESS)
+        return s;
+    if (a.rows > 1 && q.out_stride > INT32_MAX) {
+        return unsupported("out_stride is " + std::to_string(q.out_stride) +
+                           "; the GPU kernels take row strides below 2^31 elements");
+    }
+    // A row's scale offset is formed in 64 bits, a group's (group * scale_group_stride) in 32.
+    const bool dynamic = q.scale_mode != RMSNORM_SCALE_STATIC;
+    if (dynamic && a.rows > 1 && q.scale_row_stride > INT32_MAX) {
+        return unsupported("scale_row_stride is " + std::to_string(q.scale_row_stride) +
+                           "; the GPU kernels take scale strides below 2^31 elements");
+    }
+    if (q.scale_mode == RMSNORM_SCALE_PER_GROUP && qa.groups > 1 &&
+        q.scale_group_stride > INT32_MAX / (qa.groups - 1)) {
+        return unsupported("scale_group_stride is " + std::to_string(q.scale_group_stride) +
+                           ": the last group's offset, (groups - 1) * scale_group_stride, is "
+                           "2^31 elements or more, which the GPU kernels do not take");
+    }
+    return succeed();
+}
+
+// The quantized forward: the forward's launch (the same table row, grid and row splitting)
+// of the QuantForward kernel of the mode, format and group.
+rmsnorm_status forward_quant(const rmsnorm_quant_args* args, CUstream stream) {
+    QuantArgs qa;
+    rmsnorm_status s = validate(args, &qa);
+    if (s != RMSNORM_SUCCESS) return s;
+    const rmsnorm_quant_args& q = qa.quant;
+    const rmsnorm_forward_args& a = qa.forward;
+    if ((s = check_flags(a.launch_flags)) != RMSNORM_SUCCESS) return s;
+    if ((s = check_quant_compiled(qa)) != RMSNORM_SUCCESS) return s;
+    const bool fused = a.residual.data != nullptr;
+    const bool dynamic = q.scale_mode != RMSNORM_SCALE_STATIC;
+
+    // Unused pointers get values the kernel never writes through, as the Python launcher
+    // passes them: the residual's x, residual_out's and rstd's out, scale_ub's scales, and
+    // without y (store_unq 0) out again.
+    const void* x = a.x.data;
+    const void* residual = fused ? a.residual.data : x;
+    const void* residual_out = fused ? a.residual_out.data : q.out;
+    const void* unq = a.y.data != nullptr ? a.y.data : q.out;
+    const int64_t sx = row_stride(a.x.stride, a), sy = row_stride(q.out_stride, a),
+                  sresidual = fused ? row_stride(a.residual.stride, a) : 0,
+                  sresidual_out = fused ? row_stride(a.residual_out.stride, a) : 0;
+    const int64_t ss_row = dynamic ? q.scale_row_stride : 0,
+                  ss_col = q.scale_mode == RMSNORM_SCALE_PER_GROUP ? q.scale_group_stride : 0;
+    const size_t eb = element_bytes(a.x.dtype);
+    using A = abi::QuantForwardArg;
+    QuantForwardParams p;
+    for (const auto& [outer, inner, stride] :
+         {std::tuple{A::kSxO, A::kSxI, sx}, std::tuple{A::kSresidualO, A::kSresidualI, sresidual},
+          std::tuple{A::kSyO, A::kSyI, sy},
+          std::tuple{A::kSresidualOutO, A::kSresidualOutI, sresidual_out}}) {
+        p.int32(outer, static_cast<int32_t>(stride));
+        p.int32(inner, 0);
+    }
+    p.int32(A::kN, static_cast<int32_t>(a.n));
+    p.float32(A::kEps, a.eps);
+    p.float32(A::kOffset, a.offset);
+    p.pointer(A::kW, ptr(a.weight));
+    p.int32(A::kSsRow, static_cast<int32_t>(ss_row));
+    p.int32(A::kSsCol, static_cast<int32_t>(ss_col));
+    p.int32(A::kStoreUnq, a.y.data != nullptr ? 1 : 0);
+    p.int32(A::kHasUb, q.scale_ub != nullptr ? 1 : 0);
+    p.int32(A::kUe8m0, q.ue8m0);
+    p.pointer(A::kScaleUb, ptr(q.scale_ub != nullptr ? q.scale_ub : q.scales));
+    const auto place = [&](int64_t first, int64_t count) {
+        const auto at = [first](const void* base, int64_t stride, size_t bytes) {
+            return ptr(base) + static_cast<CUdeviceptr>(first * stride) * bytes;
+        };
+        p.pointer(A::kX, at(x, sx, eb));
+        p.pointer(A::kResidual, at(residual, sresidual, eb));
+        p.pointer(A::kY, at(q.out, sy, 1));
+        p.pointer(A::kUnq, at(unq, sy, eb));
+        p.pointer(A::kResidualOut,
+                  fused ? at(residual_out, sresidual_out, eb) : at(residual_out, sy, 1));
+        p.pointer(A::kRstd, at(q.out, sy, 1));
+        p.pointer(A::kScale, dynamic ? at(q.scales, ss_row, sizeof(float)) : ptr(q.scales));
+        const auto m = static_cast<int32_t>(count);
+        p.int32(A::kM, m);
+        p.int32(A::kH, m);
+        p.int32(A::kRstdRows, 0);
+    };
+    place(0, std::min(kRowsPerLaunch, a.rows));
+    // Later launches start kRowsPerLaunch rows on (a multiple of 16): as aligned as the first.
+    if (p.alignment() != abi::kQuantAlign) {
+        return unsupported(
+            std::string("the quantized kernels of librmsnorm are compiled for 16-byte aligned "
+                        "pointers (x, residual, residual_out, weight, y, out, scales, scale_ub) "
+                        "with n and row strides multiples of 16; kernel argument ") +
+            p.unaligned() + " is not (the Python package takes any layout)");
+    }
+    Context c{};
+    if ((s = open(c)) != RMSNORM_SUCCESS) return s;
+    if (a.rows == 0) return succeed();
+
+    KernelKey key = key_of(*c.device->set, fused ? Op::kAdd : Op::kForward, a.x.dtype, a.weight,
+                           a.casting_mode, a.n);
+    key.align = abi::kQuantAlign;
+    key.quant = abi::kQuantNone + 1 + static_cast<uint32_t>(q.scale_mode);
+    key.qformat = static_cast<uint32_t>(q.format);
+    for (uint32_t g = 0; g < abi::kGroupSizeCount; ++g) {
+        if (abi::kGroupSizes[g] == (q.scale_mode == RMSNORM_SCALE_PER_GROUP ? q.group_size : 0))
+            key.group = g;
+    }
+    if (q.scale_mode == RMSNORM_SCALE_PER_GROUP && find_image(*c.device, key) == nullptr) {
+        return unsupported("no per-group kernel of group_size " + std::to_string(q.group_size) +
+                           " for n = " + std::to_string(a.n) +
+                           ": the launch table's tile for this width is not a multiple of the "
+                           "group (the Python package refuses it too)");
+    }
+    Kernel k{};
+    if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
+    for (int64_t first = 0; first < a.rows; first += kRowsPerLaunch) {
+        const int64_t count = std::min(kRowsPerLaunch, a.rows - first);
+        place(first, count);
+        if ((s = launch(c, k, programs_for(*k.image, count, c.device->sm_count), p, stream,
+                        a.launch_flags)) != RMSNORM_SUCCESS)
+            return s;
+    }
+    return succeed();
+}
+
 // The backward kernel's arguments: unused ones get pointers it never writes through, as the
 // Python launcher passes them; partials is the dw workspace (rstd without dw).
 void backward_params(const rmsnorm_backward_args& a, bool fused, const void* partials,
@@ -379,6 +549,7 @@ rmsnorm_status backward(const rmsnorm_backward_args* args, void* workspace, size
 
 using rmsnorm::detail::backward;
 using rmsnorm::detail::forward;
+using rmsnorm::detail::forward_quant;
 
 extern "C" {
 
@@ -388,6 +559,10 @@ rmsnorm_status rmsnorm_forward(const rmsnorm_forward_args* args, CUstream stream
 
 rmsnorm_status rmsnorm_fused_add_forward(const rmsnorm_forward_args* args, CUstream stream) {
     return forward(args, stream, true);
+}
+
+rmsnorm_status rmsnorm_forward_quant(const rmsnorm_quant_args* args, CUstream stream) {
+    return forward_quant(args, stream);
 }
 
 rmsnorm_status rmsnorm_backward_workspace_size(const rmsnorm_backward_args* args, size_t* bytes) {

@@ -41,6 +41,18 @@ class KernelParams {
         return abi::kAlignVec;
     }
 
+    // The name of the first argument that keeps alignment() below kAlignVec, or nullptr.
+    const char* unaligned() const {
+        for (int i = 0; i < Count; ++i) {
+            const bool pointer = info_[i].aligned_from == abi::kAlignPointers;
+            const bool integer = info_[i].aligned_from == abi::kAlignVec;
+            if ((pointer && values_[i].pointer % 16 != 0) ||
+                (integer && values_[i].int32 % 16 != 0))
+                return info_[i].name;
+        }
+        return nullptr;
+    }
+
     // The argument array for cuLaunchKernel, or nullptr when an argument was left unset or
     // set as another kind (missing() names it): a runtime that disagrees with the ABI.
     void** slots() {
@@ -84,6 +96,10 @@ struct ForwardParams
 struct BackwardParams
     : KernelParams<abi::BackwardArg, abi::kBackwardArgCount, abi::kBackwardHiddenArgs> {
     BackwardParams() : KernelParams(abi::kBackwardArgs) {}
+};
+struct QuantForwardParams
+    : KernelParams<abi::QuantForwardArg, abi::kQuantForwardArgCount, abi::kQuantForwardHiddenArgs> {
+    QuantForwardParams() : KernelParams(abi::kQuantForwardArgs) {}
 };
 struct ReduceParams : KernelParams<abi::ReduceArg, abi::kReduceArgCount, abi::kReduceHiddenArgs> {
     ReduceParams() : KernelParams(abi::kReduceArgs) {}

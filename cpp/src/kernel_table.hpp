@@ -15,6 +15,14 @@ using abi::Op;
 
 static_assert(RMSNORM_F32 == abi::kF32 && RMSNORM_F16 == abi::kF16 && RMSNORM_BF16 == abi::kBf16,
               "rmsnorm_dtype's values are the AOT build's dtype codes");
+static_assert(RMSNORM_QUANT_FP8_E4M3 == abi::kQFormatE4m3 &&
+                  RMSNORM_QUANT_INT8 == abi::kQFormatInt8 &&
+                  RMSNORM_QUANT_FP8_E5M2 == abi::kQFormatE5m2,
+              "rmsnorm_quant_format's values are the AOT build's format codes");
+static_assert(abi::kQuantStatic == abi::kQuantNone + 1 + RMSNORM_SCALE_STATIC &&
+                  abi::kQuantToken == abi::kQuantNone + 1 + RMSNORM_SCALE_PER_TOKEN &&
+                  abi::kQuantGroup == abi::kQuantNone + 1 + RMSNORM_SCALE_PER_GROUP,
+              "a quantized kernel's mode code is rmsnorm_scale_mode's value + 1");
 
 struct KernelKey {
     Op op;
@@ -28,13 +36,19 @@ struct KernelKey {
     uint32_t variant = 0;
     // What the kernel assumes of its arguments (abi::kAlign*: KernelParams::alignment).
     uint32_t align = abi::kAlignVec;
+    // The forward ops with y quantized: the mode (abi::kQuant*; kQuantNone: the plain
+    // forward), the format (rmsnorm_quant_format) and the group (an index of abi::kGroupSizes).
+    uint32_t quant = abi::kQuantNone;
+    uint32_t qformat = 0;
+    uint32_t group = 0;
 
     uint32_t packed() const {
         return static_cast<uint32_t>(op) << abi::kOpShift | dtype << abi::kDtypeShift |
                uint32_t{has_w} << abi::kHasWShift | uint32_t{llama} << abi::kLlamaShift |
                uint32_t{has_dresidual} << abi::kHasDresidualShift |
                uint32_t{has_dw} << abi::kHasDwShift | align << abi::kAlignShift |
-               variant << abi::kVariantShift;
+               quant << abi::kQuantShift | qformat << abi::kQformatShift |
+               group << abi::kGroupShift | variant << abi::kVariantShift;
     }
 };
 

@@ -40,5 +40,10 @@ rmsnorm_status rmsnorm_fused_add_backward(const rmsnorm_backward_args* args, voi
                                           CUstream) {
     return validate_then_not_built(args);
 }
+rmsnorm_status rmsnorm_forward_quant(const rmsnorm_quant_args* args, CUstream) {
+    rmsnorm::detail::QuantArgs copy;
+    const rmsnorm_status s = rmsnorm::detail::validate(args, &copy);
+    return s != RMSNORM_SUCCESS ? s : not_built();
+}
 rmsnorm_status rmsnorm_gpu_kernels(char*, size_t) { return not_built(); }
 }

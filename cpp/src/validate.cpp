@@ -39,9 +39,10 @@ std::string value_text(const E& field) {
 // ---------------------------------------------------------------------------------------------
 // What read_args checks.
 
-rmsnorm_status check_struct_size(size_t struct_size, size_t expected, const char* type) {
+rmsnorm_status check_struct_size(size_t struct_size, size_t expected, const char* type,
+                                 const char* field = "args->struct_size") {
     if (struct_size == expected) return RMSNORM_SUCCESS;
-    return invalid(std::string("args->struct_size is ") + std::to_string(struct_size) +
+    return invalid(std::string(field) + " is " + std::to_string(struct_size) +
                    ", expected sizeof(" + type + ") = " + std::to_string(expected) +
                    " (set it; a mismatch means another version of rmsnorm.h)");
 }
@@ -147,13 +148,17 @@ rmsnorm_status span_at(const std::string& name, const void* data, int64_t bytes,
     return RMSNORM_SUCCESS;
 }
 
-// count rows of n elements, row i at data + i * stride elements: the last byte is at
-// ((count - 1) * stride + n) * element size - 1. A single row's stride is never used.
-rmsnorm_status rows_arg(const char* name, const rmsnorm_rows& r, int64_t count, int64_t n,
-                        const char* alias, Arg* arg) {
+// The fields a message names for rows: the pointer and the stride.
+struct RowFields {
+    std::string data, stride;
+};
+
+// count rows of n elements of `size` bytes, row i at data + i * stride elements: the last
+// byte is at ((count - 1) * stride + n) * size - 1. A single row's stride is never used.
+rmsnorm_status sized_rows_arg(const char* name, const RowFields& fields, const rmsnorm_rows& r,
+                              int64_t size, int64_t count, int64_t n, const char* alias, Arg* arg) {
     *arg = Arg{name, Span{}, true, r.data, r.stride, r.dtype, alias};
     if (count == 0 || r.data == nullptr) return RMSNORM_SUCCESS;
-    const int64_t size = element_bytes(r.dtype);
     const bool strided = count > 1;
     int64_t elements = n, bytes = 0;
     // check_rows has made stride >= 0 where it is used.
@@ -162,14 +167,21 @@ rmsnorm_status rows_arg(const char* name, const rmsnorm_rows& r, int64_t count, 
         __builtin_mul_overflow(elements, size, &bytes)) {
         const std::string sizes = "elements of " + std::to_string(size) + " bytes";
         if (strided) {
-            return invalid(std::string(name) + ".stride is " + std::to_string(r.stride) +
+            return invalid(fields.stride + " is " + std::to_string(r.stride) +
                            ": rows = " + std::to_string(count) + " of n = " + std::to_string(n) +
                            " " + sizes + " at that stride span " + kBeyondInt64);
         }
         return invalid("n is " + std::to_string(n) + ": a row of " + name + " (" + sizes +
                        ") spans " + kBeyondInt64);
     }
-    return span_at(std::string(name) + ".data", r.data, bytes, &arg->span);
+    return span_at(fields.data, r.data, bytes, &arg->span);
+}
+
+rmsnorm_status rows_arg(const char* name, const rmsnorm_rows& r, int64_t count, int64_t n,
+                        const char* alias, Arg* arg) {
+    const std::string field(name);
+    return sized_rows_arg(name, {field + ".data", field + ".stride"}, r, element_bytes(r.dtype),
+                          count, n, alias, arg);
 }
 
 // count elements of `size` bytes at data (the weight, dw, rstd).
@@ -274,27 +286,25 @@ rmsnorm_status backward_spans(const rmsnorm_backward_args& a, BackwardArgs* b) {
     return RMSNORM_SUCCESS;
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------------------------
+// The forward's checks, shared by the forward and the quantized forward (`quant`: args is its
+// `forward`, whose y is optional and then ignored, dtype included).
 
-rmsnorm_dtype output_dtype(rmsnorm_dtype norm_dtype, const void* weight, rmsnorm_dtype weight_dtype,
-                           rmsnorm_casting_mode mode) {
-    if (weight == nullptr || mode == RMSNORM_GEMMA || weight_dtype == norm_dtype) {
-        return norm_dtype;
-    }
-    return RMSNORM_F32;  // any two different dtypes among f32, f16, bf16 promote to f32
-}
-
-rmsnorm_status read_args(const rmsnorm_forward_args* args, rmsnorm_forward_args* out) {
+rmsnorm_status read_forward(const rmsnorm_forward_args* args, rmsnorm_forward_args* out,
+                            bool quant) {
     if (args == nullptr) {
-        return invalid("args is NULL");
+        return invalid(quant ? "forward is NULL; point it at the rmsnorm_forward_args of the norm"
+                             : "args is NULL");
     }
     // struct_size is first in every version of the struct: safe to read before the rest.
-    rmsnorm_status s = check_struct_size(args->struct_size, sizeof *out, "rmsnorm_forward_args");
+    rmsnorm_status s = check_struct_size(args->struct_size, sizeof *out, "rmsnorm_forward_args",
+                                         quant ? "forward->struct_size" : "args->struct_size");
     if (s != RMSNORM_SUCCESS) return s;
     const rmsnorm_forward_args& a = *args;
     const bool fused = a.residual.data != nullptr;
+    const bool y_used = !quant || a.y.data != nullptr;
     if ((s = check_dtype("x.dtype", a.x.dtype)) != RMSNORM_SUCCESS ||
-        (s = check_dtype("y.dtype", a.y.dtype)) != RMSNORM_SUCCESS ||
+        (y_used && (s = check_dtype("y.dtype", a.y.dtype)) != RMSNORM_SUCCESS) ||
         (fused && (s = check_dtype("residual.dtype", a.residual.dtype)) != RMSNORM_SUCCESS) ||
         (fused &&
          (s = check_dtype("residual_out.dtype", a.residual_out.dtype)) != RMSNORM_SUCCESS) ||
@@ -305,36 +315,20 @@ rmsnorm_status read_args(const rmsnorm_forward_args* args, rmsnorm_forward_args*
     std::memcpy(out, args, sizeof *out);
     if (!fused) out->residual.dtype = out->residual_out.dtype = out->x.dtype;
     if (out->weight == nullptr) out->weight_dtype = out->x.dtype;
-    return RMSNORM_SUCCESS;
-}
-
-rmsnorm_status read_args(const rmsnorm_backward_args* args, rmsnorm_backward_args* out) {
-    if (args == nullptr) {
-        return invalid("args is NULL");
+    if (!y_used) {
+        out->y.dtype = output_dtype(fused ? out->residual.dtype : out->x.dtype, out->weight,
+                                    out->weight_dtype, out->casting_mode);
     }
-    rmsnorm_status s = check_struct_size(args->struct_size, sizeof *out, "rmsnorm_backward_args");
-    if (s != RMSNORM_SUCCESS) return s;
-    const rmsnorm_backward_args& a = *args;
-    const bool fused = a.dresidual.data != nullptr;
-    if ((s = check_dtype("dy.dtype", a.dy.dtype)) != RMSNORM_SUCCESS ||
-        (s = check_dtype("x.dtype", a.x.dtype)) != RMSNORM_SUCCESS ||
-        (s = check_dtype("dx.dtype", a.dx.dtype)) != RMSNORM_SUCCESS ||
-        (fused && (s = check_dtype("dresidual.dtype", a.dresidual.dtype)) != RMSNORM_SUCCESS) ||
-        (a.weight != nullptr &&
-         (s = check_dtype("weight_dtype", a.weight_dtype)) != RMSNORM_SUCCESS) ||
-        (s = check_modes(a.casting_mode, a.accumulation)) != RMSNORM_SUCCESS)
-        return s;
-    std::memcpy(out, args, sizeof *out);
-    if (!fused) out->dresidual.dtype = out->x.dtype;
-    if (out->weight == nullptr) out->weight_dtype = out->x.dtype;
     return RMSNORM_SUCCESS;
 }
 
-rmsnorm_status validate(const rmsnorm_forward_args& a) {
+rmsnorm_status validate_forward(const rmsnorm_forward_args& a, bool y_optional, ForwardArgs* f) {
     rmsnorm_status s = check_shape(a.rows, a.n);
     if (s != RMSNORM_SUCCESS) return s;
     if ((s = check_rows("x", a.x, a.rows, a.n, false)) != RMSNORM_SUCCESS) return s;
-    if ((s = check_rows("y", a.y, a.rows, a.n, true)) != RMSNORM_SUCCESS) return s;
+    if (!(y_optional && a.y.data == nullptr) &&
+        (s = check_rows("y", a.y, a.rows, a.n, true)) != RMSNORM_SUCCESS)
+        return s;
     const bool fused = a.residual.data != nullptr;
     rmsnorm_dtype norm_dtype = a.x.dtype;
     if (fused) {
@@ -361,24 +355,155 @@ rmsnorm_status validate(const rmsnorm_forward_args& a) {
         return invalid(std::string("y.dtype is ") + dtype_name(a.y.dtype) + ", expected " +
                        dtype_name(expected) + " for this input, weight and casting_mode");
     }
-    ForwardArgs f;
-    if ((s = forward_spans(a, &f)) != RMSNORM_SUCCESS) return s;
+    if ((s = forward_spans(a, f)) != RMSNORM_SUCCESS) return s;
     // y may be x itself, residual_out the residual itself (in place); rstd is apart from all.
-    if ((s = check_rules({{f.y, f.x},
-                          {f.y, f.residual},
-                          {f.y, f.residual_out},
-                          {f.y, f.weight},
-                          {f.y, f.rstd},
-                          {f.residual_out, f.residual},
-                          {f.residual_out, f.x},
-                          {f.residual_out, f.weight},
-                          {f.residual_out, f.rstd},
-                          {f.rstd, f.x},
-                          {f.rstd, f.residual},
-                          {f.rstd, f.weight}},
-                         a.rows)) != RMSNORM_SUCCESS)
+    return check_rules({{f->y, f->x},
+                        {f->y, f->residual},
+                        {f->y, f->residual_out},
+                        {f->y, f->weight},
+                        {f->y, f->rstd},
+                        {f->residual_out, f->residual},
+                        {f->residual_out, f->x},
+                        {f->residual_out, f->weight},
+                        {f->residual_out, f->rstd},
+                        {f->rstd, f->x},
+                        {f->rstd, f->residual},
+                        {f->rstd, f->weight}},
+                       a.rows);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The quantized forward's own fields.
+
+rmsnorm_status check_group(const rmsnorm_quant_args& q, int64_t n, int64_t* groups) {
+    *groups = 1;
+    if (q.scale_mode != RMSNORM_SCALE_PER_GROUP) {
+        if (q.group_size == 0) return RMSNORM_SUCCESS;
+        return invalid("group_size is " + std::to_string(q.group_size) +
+                       "; it is for RMSNORM_SCALE_PER_GROUP (0 otherwise)");
+    }
+    if (q.group_size != 64 && q.group_size != 128) {
+        return invalid("group_size is " + std::to_string(q.group_size) +
+                       "; per-group scales take groups of 64 or 128");
+    }
+    if (n % q.group_size != 0) {
+        return invalid("group_size " + std::to_string(q.group_size) +
+                       " does not divide n = " + std::to_string(n));
+    }
+    *groups = n / q.group_size;
+    return RMSNORM_SUCCESS;
+}
+
+rmsnorm_status check_options(const rmsnorm_quant_args& q) {
+    if (q.scale_ub != nullptr) {
+        if (q.format == RMSNORM_QUANT_INT8) {
+            return invalid(
+                "scale_ub is set; it bounds per-token fp8 scales, and int8 takes none (NULL)");
+        }
+        if (q.scale_mode != RMSNORM_SCALE_PER_TOKEN) {
+            return invalid(
+                "scale_ub is set; it bounds per-token scales (RMSNORM_SCALE_PER_TOKEN) alone "
+                "(NULL)");
+        }
+    }
+    if (q.ue8m0 != 0 && q.ue8m0 != 1) {
+        return invalid("ue8m0 is " + std::to_string(q.ue8m0) + "; it must be 0 or 1");
+    }
+    if (q.ue8m0 == 1 && q.scale_mode != RMSNORM_SCALE_PER_GROUP) {
+        return invalid("ue8m0 is 1; it rounds per-group scales (RMSNORM_SCALE_PER_GROUP) alone");
+    }
+    return RMSNORM_SUCCESS;
+}
+
+// The dynamic scales' strides: rows x groups elements, no two of them the same (each is
+// written by one program). The layouts that lie apart by construction are accepted: rows of
+// groups (row-major, padding allowed) and groups of rows (transposed).
+rmsnorm_status check_scale_strides(const rmsnorm_quant_args& q, int64_t rows, int64_t groups) {
+    if (q.scale_mode == RMSNORM_SCALE_STATIC) return RMSNORM_SUCCESS;
+    const int64_t row = q.scale_row_stride, group = q.scale_group_stride;
+    if (q.scale_mode == RMSNORM_SCALE_PER_TOKEN || groups == 1) {
+        if (rows <= 1 || row >= 1) return RMSNORM_SUCCESS;
+        return invalid("scale_row_stride is " + std::to_string(row) +
+                       "; each row's scale needs an element of its own: it must be >= 1");
+    }
+    if (rows <= 1) {
+        if (group >= 1) return RMSNORM_SUCCESS;
+        return invalid("scale_group_stride is " + std::to_string(group) +
+                       "; each group's scale needs an element of its own: it must be >= 1");
+    }
+    int64_t row_span = 0, group_span = 0;
+    const bool row_major =
+        group >= 1 && !__builtin_mul_overflow(groups, group, &group_span) && row >= group_span;
+    const bool transposed =
+        row >= 1 && !__builtin_mul_overflow(rows, row, &row_span) && group >= row_span;
+    if (row_major || transposed) return RMSNORM_SUCCESS;
+    return invalid("scale_row_stride " + std::to_string(row) + " and scale_group_stride " +
+                   std::to_string(group) + " put scales of two rows or groups at one element: " +
+                   std::to_string(rows) + " rows of " + std::to_string(groups) +
+                   " groups need scale_row_stride >= groups * scale_group_stride (row-major) "
+                   "or scale_group_stride >= rows * scale_row_stride (transposed), both >= 1");
+}
+
+// The scales' bytes: one float (static), or the last element's offset + 1 floats.
+rmsnorm_status scales_arg(const rmsnorm_quant_args& q, int64_t rows, int64_t groups, Arg* arg) {
+    *arg = Arg{};
+    arg->name = "scales";
+    if (q.scales == nullptr || rows == 0) return RMSNORM_SUCCESS;
+    int64_t count = 1;
+    if (q.scale_mode != RMSNORM_SCALE_STATIC) {
+        int64_t last_row = 0, last_group = 0;
+        if ((rows > 1 && __builtin_mul_overflow(rows - 1, q.scale_row_stride, &last_row)) ||
+            (groups > 1 && __builtin_mul_overflow(groups - 1, q.scale_group_stride, &last_group)) ||
+            __builtin_add_overflow(last_row, last_group, &count) ||
+            __builtin_add_overflow(count, int64_t{1}, &count) ||
+            count > INT64_MAX / int64_t{sizeof(float)}) {
+            return invalid("scale_row_stride and scale_group_stride: the scales of " +
+                           std::to_string(rows) + " rows of " + std::to_string(groups) +
+                           " groups at these strides span " + kBeyondInt64);
+        }
+    }
+    return flat_arg("scales", q.scales, count, sizeof(float), "scale_row_stride", arg);
+}
+
+}  // namespace
+
+rmsnorm_dtype output_dtype(rmsnorm_dtype norm_dtype, const void* weight, rmsnorm_dtype weight_dtype,
+                           rmsnorm_casting_mode mode) {
+    if (weight == nullptr || mode == RMSNORM_GEMMA || weight_dtype == norm_dtype) {
+        return norm_dtype;
+    }
+    return RMSNORM_F32;  // any two different dtypes among f32, f16, bf16 promote to f32
+}
+
+rmsnorm_status read_args(const rmsnorm_forward_args* args, rmsnorm_forward_args* out) {
+    return read_forward(args, out, false);
+}
+
+rmsnorm_status read_args(const rmsnorm_backward_args* args, rmsnorm_backward_args* out) {
+    if (args == nullptr) {
+        return invalid("args is NULL");
+    }
+    rmsnorm_status s = check_struct_size(args->struct_size, sizeof *out, "rmsnorm_backward_args");
+    if (s != RMSNORM_SUCCESS) return s;
+    const rmsnorm_backward_args& a = *args;
+    const bool fused = a.dresidual.data != nullptr;
+    if ((s = check_dtype("dy.dtype", a.dy.dtype)) != RMSNORM_SUCCESS ||
+        (s = check_dtype("x.dtype", a.x.dtype)) != RMSNORM_SUCCESS ||
+        (s = check_dtype("dx.dtype", a.dx.dtype)) != RMSNORM_SUCCESS ||
+        (fused && (s = check_dtype("dresidual.dtype", a.dresidual.dtype)) != RMSNORM_SUCCESS) ||
+        (a.weight != nullptr &&
+         (s = check_dtype("weight_dtype", a.weight_dtype)) != RMSNORM_SUCCESS) ||
+        (s = check_modes(a.casting_mode, a.accumulation)) != RMSNORM_SUCCESS)
         return s;
-    return succeed();
+    std::memcpy(out, args, sizeof *out);
+    if (!fused) out->dresidual.dtype = out->x.dtype;
+    if (out->weight == nullptr) out->weight_dtype = out->x.dtype;
+    return RMSNORM_SUCCESS;
+}
+
+rmsnorm_status validate(const rmsnorm_forward_args& a) {
+    ForwardArgs f;
+    return validate_forward(a, false, &f);
 }
 
 rmsnorm_status validate(const rmsnorm_backward_args& a) {
@@ -417,6 +542,81 @@ rmsnorm_status validate(const rmsnorm_backward_args& a) {
                           {b.dw, b.weight},
                           {b.dw, b.rstd}},
                          a.rows)) != RMSNORM_SUCCESS)
+        return s;
+    return succeed();
+}
+
+rmsnorm_status validate(const rmsnorm_quant_args* args, QuantArgs* out) {
+    if (args == nullptr) return invalid("args is NULL");
+    rmsnorm_status s =
+        check_struct_size(args->struct_size, sizeof out->quant, "rmsnorm_quant_args");
+    if (s != RMSNORM_SUCCESS) return s;
+    if ((s = read_forward(args->forward, &out->forward, true)) != RMSNORM_SUCCESS) return s;
+    if (!holds_one_of(args->format,
+                      {RMSNORM_QUANT_FP8_E4M3, RMSNORM_QUANT_INT8, RMSNORM_QUANT_FP8_E5M2})) {
+        return invalid("format is " + value_text(args->format) +
+                       ", not RMSNORM_QUANT_FP8_E4M3, RMSNORM_QUANT_INT8 or "
+                       "RMSNORM_QUANT_FP8_E5M2");
+    }
+    if (!holds_one_of(args->scale_mode,
+                      {RMSNORM_SCALE_STATIC, RMSNORM_SCALE_PER_TOKEN, RMSNORM_SCALE_PER_GROUP})) {
+        return invalid("scale_mode is " + value_text(args->scale_mode) +
+                       ", not RMSNORM_SCALE_STATIC, RMSNORM_SCALE_PER_TOKEN or "
+                       "RMSNORM_SCALE_PER_GROUP");
+    }
+    std::memcpy(&out->quant, args, sizeof out->quant);
+    out->quant.forward = &out->forward;
+    const rmsnorm_quant_args& q = out->quant;
+    const rmsnorm_forward_args& f = out->forward;
+
+    if (f.rstd != nullptr) {
+        return invalid("forward->rstd is set; the quantized forward writes no rstd (NULL)");
+    }
+    ForwardArgs fa;
+    if ((s = validate_forward(f, true, &fa)) != RMSNORM_SUCCESS) return s;
+    if ((s = check_group(q, f.n, &out->groups)) != RMSNORM_SUCCESS ||
+        (s = check_options(q)) != RMSNORM_SUCCESS)
+        return s;
+    const rmsnorm_rows out_rows{q.out, q.out_stride, RMSNORM_F32};
+    if (f.rows > 0 && q.out == nullptr) return invalid("out is NULL");
+    if (f.rows > 1 && q.out_stride < f.n) {
+        return invalid("out_stride is " + std::to_string(q.out_stride) +
+                       "; output rows must not overlap: it must be >= n = " + std::to_string(f.n));
+    }
+    if (f.rows > 1 && f.y.data != nullptr && f.y.stride != q.out_stride) {
+        return invalid("y.stride is " + std::to_string(f.y.stride) + ", out_stride " +
+                       std::to_string(q.out_stride) +
+                       "; the kernels address y and out with one row stride: they must be equal");
+    }
+    if (f.rows > 0 && q.scales == nullptr) return invalid("scales is NULL");
+    if ((s = check_scale_strides(q, f.rows, out->groups)) != RMSNORM_SUCCESS) return s;
+
+    Arg out_arg, scales, scale_ub;
+    if ((s = sized_rows_arg("out", {"out", "out_stride"}, out_rows, 1, f.rows, f.n, nullptr,
+                            &out_arg)) != RMSNORM_SUCCESS ||
+        (s = scales_arg(q, f.rows, out->groups, &scales)) != RMSNORM_SUCCESS ||
+        (s = flat_arg("scale_ub", f.rows > 0 ? q.scale_ub : nullptr, 1, sizeof(float), "rows",
+                      &scale_ub)) != RMSNORM_SUCCESS)
+        return s;
+    // out and the dynamic scales lie apart from everything; a static scale is an input, which
+    // the outputs (out, y, residual_out) lie apart from.
+    const bool dynamic = q.scale_mode != RMSNORM_SCALE_STATIC;
+    if ((s = check_rules({{out_arg, fa.x},
+                          {out_arg, fa.residual},
+                          {out_arg, fa.residual_out},
+                          {out_arg, fa.weight},
+                          {out_arg, fa.y},
+                          {out_arg, scales},
+                          {out_arg, scale_ub},
+                          {fa.y, scales},
+                          {fa.y, scale_ub},
+                          {fa.residual_out, scales},
+                          {fa.residual_out, scale_ub}},
+                         f.rows)) != RMSNORM_SUCCESS ||
+        (dynamic &&
+         (s = check_rules(
+              {{scales, fa.x}, {scales, fa.residual}, {scales, fa.weight}, {scales, scale_ub}},
+              f.rows)) != RMSNORM_SUCCESS))
         return s;
     return succeed();
 }

@@ -31,6 +31,23 @@ rmsnorm_status validate(const rmsnorm_backward_args& args);
 rmsnorm_status validate(const rmsnorm_forward_args* args, rmsnorm_forward_args* out);
 rmsnorm_status validate(const rmsnorm_backward_args* args, rmsnorm_backward_args* out);
 
+// The quantized forward's arguments, read and checked: `quant` as given but its forward
+// pointer, which points at `forward`, the copy of *args->forward (read_args' copy: in it, y's
+// dtype is the contract's when y is not written). Not copyable: the pointer points inside.
+struct QuantArgs {
+    rmsnorm_quant_args quant;
+    rmsnorm_forward_args forward;
+    int64_t groups = 1;  // scales per row (dynamic modes)
+
+    QuantArgs() = default;
+    QuantArgs(const QuantArgs&) = delete;
+    QuantArgs& operator=(const QuantArgs&) = delete;
+};
+
+// read_args and validate of the quantized forward: every field of the forward as the forward
+// checks it (y optional, rstd NULL), then the quantization's fields, bytes and overlaps.
+rmsnorm_status validate(const rmsnorm_quant_args* args, QuantArgs* out);
+
 // The GPU backward's workspace (its first `bytes` bytes, which the kernels write) must not
 // overlap any argument of validated args.
 rmsnorm_status check_workspace(const rmsnorm_backward_args& args, const void* workspace,

@@ -15,3 +15,11 @@ void c_store_casting_mode(rmsnorm_casting_mode* field, int value) {
 void c_store_accumulation(rmsnorm_accumulation* field, int value) {
     *field = (rmsnorm_accumulation)value;
 }
+
+void c_store_quant_format(rmsnorm_quant_format* field, int value) {
+    *field = (rmsnorm_quant_format)value;
+}
+
+void c_store_scale_mode(rmsnorm_scale_mode* field, int value) {
+    *field = (rmsnorm_scale_mode)value;
+}

@@ -14,6 +14,8 @@ const char* c_status_string(int status);
 void c_store_dtype(rmsnorm_dtype* field, int value);
 void c_store_casting_mode(rmsnorm_casting_mode* field, int value);
 void c_store_accumulation(rmsnorm_accumulation* field, int value);
+void c_store_quant_format(rmsnorm_quant_format* field, int value);
+void c_store_scale_mode(rmsnorm_scale_mode* field, int value);
 
 #ifdef __cplusplus
 }

@@ -69,8 +69,22 @@ TEST(KernelKey, EachFieldIsPackedAtItsGeneratedShift) {
     key.align = abi::kAlignVec;
     EXPECT_EQ(key.packed(), abi::kAlignVec << abi::kAlignShift);
     key = base;
+    key.quant = abi::kQuantGroup;
+    EXPECT_EQ(key.packed(), abi::kQuantGroup << abi::kQuantShift);
+    key = base;
+    key.qformat = abi::kQFormatInt8;
+    EXPECT_EQ(key.packed(), abi::kQFormatInt8 << abi::kQformatShift);
+    key = base;
+    key.group = 2;
+    EXPECT_EQ(key.packed(), 2u << abi::kGroupShift);
+    key = base;
     key.variant = 5;
     EXPECT_EQ(key.packed(), 5u << abi::kVariantShift);
+    // The widest of every field together stays in its bits.
+    key = rmsnorm::detail::KernelKey{Op::kReduce, 3, true, true, true, true, 0, 3};
+    key.quant = key.qformat = key.group = 3;
+    key.variant = (1u << abi::kVariantBits) - 1;
+    EXPECT_EQ(key.packed(), 0xFFFFFFFFu);
 }
 
 }  // namespace

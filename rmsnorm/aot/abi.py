@@ -28,9 +28,10 @@ HEADER = ROOT / "cpp" / "src" / "generated" / "kernel_abi.hpp"
 # when the kernel needs no scratch memory; rmsnorm.aot refuses kernels that do).
 HIDDEN = ("global_scratch", "profile_scratch")
 
-# Each kernel family of the C++ runtime and the ops it serves: every specialization of a
-# family takes one parameter list (family_parameters checks it).
-FAMILIES = {"Forward": ("fwd", "add"), "Backward": ("bwd",), "Reduce": ("reduce",)}
+# Each kernel family of the C++ runtime and what it serves (rmsnorm.aot.build.family): every
+# specialization of a family takes one parameter list (family_parameters checks it).
+FAMILIES = {"Forward": "fwd, add", "Backward": "bwd", "Reduce": "reduce",
+            "QuantForward": "quantized fwd, add"}
 
 CPP_OPS = {"fwd": "kForward", "add": "kAdd", "bwd": "kBackward", "reduce": "kReduce"}
 CPP_DTYPES = {"f32": "kF32", "f16": "kF16", "bf16": "kBf16"}
@@ -59,7 +60,7 @@ def parameters(spec, arch=90):
 def family_parameters(name, arch=90):
     """The parameters of family `name`, checked to be those of every specialization it has on
     arch."""
-    specs = [s for s in aot.specs(arch) if s.op in FAMILIES[name]]
+    specs = [s for s in aot.specs(arch) if aot.family(s) == name]
     want = parameters(specs[0], arch)
     for spec in specs[1:]:
         if parameters(spec, arch) != want:
@@ -131,6 +132,25 @@ def header(arch=90):
         *[_row_of_blocks(k0) for k0 in range(0, 32, 8)],
         "};",
         "",
+        "// The quantized forward (fwd and add with y quantized): its mode codes (a key's quant",
+        "// field: rmsnorm.kernels.quantize's, 0 the plain forward), format codes",
+        "// (rmsnorm_quant_format's values) and group sizes (a key's group field indexes them).",
+        "constexpr uint32_t " + ", ".join(
+            f"kQuant{m.capitalize()} = {i}" for i, m in enumerate(aot.QUANT_MODES)) + ";",
+        "constexpr uint32_t " + ", ".join(
+            f"kQFormat{f.capitalize()} = {i}" for i, f in enumerate(aot.QFORMATS)) + ";",
+        f"constexpr int kQFormatCount = {len(aot.QFORMATS)};",
+        f"constexpr int kGroupSizeCount = {len(aot.GROUP_SIZES)};",
+        "constexpr int kGroupSizes[kGroupSizeCount] = {"
+        + ", ".join(map(str, aot.GROUP_SIZES)) + "};",
+        "// What of it is compiled (rmsnorm.aot.build.QUANT_*): these activation dtypes with a",
+        "// weight of theirs, these formats, both casting modes, the one alignment class.",
+        "constexpr bool kQuantDtypes[kDtypeCount] = {" + ", ".join(
+            "true" if d in aot.QUANT_DTYPES else "false" for d in aot.DTYPES) + "};",
+        "constexpr bool kQuantFormats[kQFormatCount] = {" + ", ".join(
+            "true" if f in aot.QUANT_FORMATS else "false" for f in aot.QFORMATS) + "};",
+        f"constexpr uint32_t kQuantAlign = {CPP_ALIGN[aot.QUANT_ALIGN]};",
+        "",
         "// Whether dtype (with a weight) has a kernel per casting mode; without a weight, or",
         "// where it has one, the llama kernel serves both (rmsnorm.aot.build.casting_modes).",
         "constexpr bool kBothCastingModes[kDtypeCount] = {" + ", ".join(
@@ -153,9 +173,8 @@ def header(arch=90):
              "float32": "ArgKind::kFloat32"}
     for name in FAMILIES:
         params = family_parameters(name, arch)
-        ops = ", ".join(FAMILIES[name])
         lines += [
-            f"// The parameters of the {ops} kernels, in launch order: the kernels' arguments",
+            f"// The parameters of the {FAMILIES[name]} kernels, in launch order: the kernels' arguments",
             "// without their constexprs, then Triton's hidden ones (NULL).",
             f"enum class {name}Arg : int {{",
             *[f"    {_cpp_name(p)} = {i}," for i, (p, _, _) in enumerate(params)],
@@ -185,15 +204,13 @@ def check_parameters(arch, specs, metas):
     arch, with the parameter declarations of its PTX) takes its family's parameters, kind by
     kind, as the header lists them: a Triton that appends other hidden parameters must fail
     the build, not the launch."""
-    kinds = {}
-    for name, ops in FAMILIES.items():
-        for op in ops:
-            kinds[op] = [kind for _, kind, _ in family_parameters(name, arch)]
+    kinds = {name: [kind for _, kind, _ in family_parameters(name, arch)] for name in FAMILIES}
     for spec, meta in zip(specs, metas):
         got = [ptx_kind(decl) for decl in meta.get("parameters", ())]
-        if got != kinds[spec.op]:
+        want = kinds[aot.family(spec)]
+        if got != want:
             raise RuntimeError(
-                f"{spec} on sm_{arch}: its PTX entry takes {got}, the ABI {kinds[spec.op]} "
+                f"{spec} on sm_{arch}: its PTX entry takes {got}, the ABI {want} "
                 f"(the last {len(HIDDEN)} hidden: {', '.join(HIDDEN)}); this Triton passes "
                 "other parameters than rmsnorm.aot.abi expects")
 

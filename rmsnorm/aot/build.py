@@ -16,7 +16,8 @@ or none; both casting modes (f32 needs one: rounding to f32 changes nothing); th
 with and without the fused add's gradient and with and without dw; every row of the arch's
 launch table (rmsnorm.launch.configs.rules_for, the same rows the Python launcher reads: a tile
 width or the looped path, and the launch measured for its widths); one-level row strides;
-the dw reduction for each dw dtype and column block. Each comes in
+the dw reduction for each dw dtype and column block; and the quantized forward (QUANT_*
+below: a bounded subset, each spec costs CI build time). Each of the others comes in
 three alignments, specialised as Triton's JIT specializes on the same facts (so that the C
 path runs the very kernels the Python path compiles): ALIGN_VEC, 16-byte aligned pointers
 with n and the row strides multiples of 16 (vector loads); ALIGN_PTR, aligned pointers
@@ -31,6 +32,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -53,8 +55,25 @@ def table_rows(op, dtype, arch):
 
 TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 ALIGN_NONE, ALIGN_PTR, ALIGN_VEC = 0, 1, 2
+
+# The quantized forward's codes: its mode (rmsnorm.kernels.quantize's NONE, STATIC, TOKEN,
+# GROUP: 0 is the plain forward), its format (rmsnorm_quant_format's values) and its group
+# (an index into GROUP_SIZES: 0 for no groups).
+QUANT_MODES = ("none", "static", "token", "group")
+QFORMATS = ("e4m3", "int8", "e5m2")
+QFORMAT_TYPES = {"e4m3": ("fp8e4nv", "float8e4nv"), "int8": ("i8", "int8"),
+                 "e5m2": ("fp8e5", "float8e5")}  # (the pointer's, tl's dtype)
+GROUP_SIZES = (0, 64, 128)
+# What of it is compiled: every kernel is CI build time, so only what serving engines run
+# (bf16/f16 activations with their weight, fp8 e4m3 and int8, vectorised layouts); the rest
+# is the Python launcher's (librmsnorm returns RMSNORM_ERROR_UNSUPPORTED for it).
+QUANT_DTYPES = ("f16", "bf16")
+QUANT_FORMATS = ("e4m3", "int8")
+QUANT_ALIGN = ALIGN_VEC
+
 KEY_FIELDS = (("op", 2), ("dtype", 2), ("has_w", 1), ("llama", 1), ("has_dresidual", 1),
-              ("has_dw", 1), ("align", 2), ("variant", 22))
+              ("has_dw", 1), ("align", 2), ("quant", 2), ("qformat", 2), ("group", 2),
+              ("variant", 16))
 
 
 def casting_modes(dtype, has_w):
@@ -75,11 +94,18 @@ class Spec:
     # reduce: log2 of the reduction's BLOCK_C.
     variant: int = 0
     align: int = ALIGN_VEC
+    # fwd/add with y quantized: the mode's code (QUANT_MODES), the format (QFORMATS) and the
+    # group size (GROUP_SIZES); 0, "" and 0 for the plain forward.
+    quant: int = 0
+    qformat: str = ""
+    group: int = 0
 
     def key(self) -> int:
         values = dict(op=OPS.index(self.op), dtype=DTYPES.index(self.dtype), has_w=self.has_w,
                       llama=self.llama, has_dresidual=self.has_dresidual, has_dw=self.has_dw,
-                      align=self.align, variant=self.variant)
+                      align=self.align, variant=self.variant, quant=self.quant,
+                      qformat=QFORMATS.index(self.qformat) if self.quant else 0,
+                      group=GROUP_SIZES.index(self.group))
         key, shift = 0, 0
         for field, bits in KEY_FIELDS:
             if not 0 <= values[field] < 1 << bits:
@@ -109,7 +135,35 @@ def specs(arch):
             for align in (ALIGN_NONE, ALIGN_PTR, ALIGN_VEC):
                 out.append(Spec("reduce", dtype, variant=block_c.bit_length() - 1,
                                 align=align))
-    return sorted(out, key=Spec.key)
+    return sorted(out + quant_specs(arch), key=Spec.key)
+
+
+def quant_specs(arch):
+    """The quantized forward's specializations for arch: QUANT_DTYPES with their weight, both
+    casting modes, plain and fused add, QUANT_FORMATS, every mode (per-group with each of
+    GROUP_SIZES), every row of the launch table, QUANT_ALIGN. A row whose tile is not a
+    multiple of the group has no per-group kernel (a group must not straddle two tiles: the
+    kernels refuse to compile it); such rows serve widths no group divides (n <= 32 today)."""
+    out = []
+    for dtype in QUANT_DTYPES:
+        for op in ("fwd", "add"):
+            for variant, rule in enumerate(table_rows(op, dtype, arch)):
+                for llama in (True, False):
+                    for qformat in QUANT_FORMATS:
+                        for quant, group in ((1, 0), (2, 0), *((3, g) for g in GROUP_SIZES[1:])):
+                            if group and rule.block_n % group:
+                                continue
+                            out.append(Spec(op, dtype, True, llama, variant=variant,
+                                            align=QUANT_ALIGN, quant=quant, qformat=qformat,
+                                            group=group))
+    return out
+
+
+def family(spec):
+    """The runtime's kernel family of spec (rmsnorm.aot.abi.FAMILIES): one parameter list."""
+    if spec.quant:
+        return "QuantForward"
+    return {"fwd": "Forward", "add": "Forward", "bwd": "Backward", "reduce": "Reduce"}[spec.op]
 
 
 def reduce_blocks():
@@ -156,6 +210,15 @@ def _signature(spec, arch):
         pointers = dict(DY=t, X=t, W=t, RSTD="*fp32", DX=t, DRESIDUAL=t, DWP="*fp32")
         consts = dict(common, DW_RESIDENT=launch.dw_resident, CHUNKS=launch.chunks,
                       HAS_DRESIDUAL=spec.has_dresidual, HAS_DW=spec.has_dw)
+    elif spec.quant:
+        kernel = forward.fwd_quant_loop_kernel if loop else forward.fwd_quant_tile_kernel
+        ptr_type, q_dtype = QFORMAT_TYPES[spec.qformat]
+        # Y holds the quantized values; UNQ (y's dtype: the activations') the unquantized y.
+        pointers = dict(X=t, RESIDUAL=t, W=t, Y="*" + ptr_type, RESIDUAL_OUT=t, RSTD="*fp32",
+                        SCALE="*fp32", SCALE_UB="*fp32", UNQ=t)
+        consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
+                      HAS_RESIDUAL=spec.op == "add", QUANT=spec.quant,
+                      Q_DTYPE=getattr(tl, q_dtype), GROUP_SIZE=spec.group)
     else:
         kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
         pointers = dict(X=t, RESIDUAL=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
@@ -174,8 +237,9 @@ def _signature(spec, arch):
             # inside): the C runtime launches at most 2^30 rows at a time and refuses
             # strides of 2^31 elements or more.
             types[name] = "i32"
-    # n and the row strides (the names s*_o / s*_i).
-    ints = {"N"} | {n for n in kernel.arg_names if n.startswith("s")}
+    # n and the row strides (the names s*_o / s*_i), which the JIT specializes on; not the
+    # quantized forward's scale strides and flags (ss_row, store_unq, ...: do_not_specialize).
+    ints = {"N"} | {n for n in kernel.arg_names if re.fullmatch(r"s\w+_[oi]", n)}
     return kernel, types, consts, set(pointers), ints, launch.num_warps, launch.num_stages
 
 

@@ -119,5 +119,5 @@ def _width_rules(arch):
 
 
 # The most rows of one op and dtype (the generated ABI's kMaxWidthRules): the key has room for
-# 2^22 variants, WidthRules for this many.
+# 2^16 variants, WidthRules for this many.
 MAX_WIDTH_RULES = 48

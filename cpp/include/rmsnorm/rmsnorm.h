@@ -140,6 +140,58 @@ typedef struct rmsnorm_backward_args {
     unsigned launch_flags;             /* GPU: RMSNORM_LAUNCH_* bits, 0 for none */
 } rmsnorm_backward_args;
 
+/* The quantized forward: the forward's y (the contract's, rounded to y's dtype as
+ * rmsnorm_forward stores it), quantized to one byte per element for the next GEMM, with the
+ * arithmetic of vLLM's quantizer of each mode (docs/USAGE.md, "Quantized output"). In fp32,
+ * IEEE operations (divisions correctly rounded), qmax = 448 (e4m3), 57344 (e5m2), 127 (int8),
+ * amax = the largest |y| of the row or group (NaNs skipped; 0 for none):
+ *   static:    fp8: q = y * (1 / s); int8: q = y / s        (s = scales[0], read)
+ *   per-token: fp8: s = max(min(amax, *scale_ub) / qmax, 1 / (qmax * 512)), q = y / s
+ *              int8: s = amax / 127, q = y * (127 / amax) (0 where amax is 0)
+ *   per-group: s = max(amax, 1e-10) / qmax (ue8m0: max(s, 1e-10) rounded up to a power of
+ *              two, exactly), q = y / s
+ * then q saturated to [-qmax, qmax] ([-128, 127] for int8) and converted: fp8 to nearest
+ * even; int8 to nearest even, except per-group int8, rounded toward zero. A NaN q becomes
+ * +qmax (fp8 static and per-token), 0 (int8 static and per-token), -qmax (fp8 per-group) or
+ * -128 (int8 per-group). Dynamic scales s are written. */
+typedef enum rmsnorm_quant_format {
+    RMSNORM_QUANT_FP8_E4M3 = 0, /* float8_e4m3fn (no infinities; max 448) */
+    RMSNORM_QUANT_INT8 = 1,
+    RMSNORM_QUANT_FP8_E5M2 = 2, /* float8_e5m2 (max 57344) */
+} rmsnorm_quant_format;
+
+typedef enum rmsnorm_scale_mode {
+    RMSNORM_SCALE_STATIC = 0,    /* one dequantization scale given */
+    RMSNORM_SCALE_PER_TOKEN = 1, /* one scale per row, from its amax */
+    RMSNORM_SCALE_PER_GROUP = 2, /* one per row and group_size columns */
+} rmsnorm_scale_mode;
+
+typedef struct rmsnorm_quant_args {
+    size_t struct_size; /* sizeof(rmsnorm_quant_args) */
+    /* The forward: rows, n, x, residual (data NULL: the plain norm; else the fused add, with
+     * residual_out), weight, eps, offset, casting_mode, accumulation (CPU), launch_flags. Its
+     * y is the unquantized y: data NULL, not written (its dtype is then ignored: y is rounded
+     * to the contract's dtype); else written too, at out_stride (y.stride must equal it).
+     * rstd must be NULL. A pointer rather than a member, so that each struct grows at its own
+     * end: its own struct_size versions it. */
+    const rmsnorm_forward_args* forward;
+    void* out;          /* the quantized rows: one byte per element (int8_t, or fp8 bits) */
+    int64_t out_stride; /* elements (bytes) between rows; >= n */
+    rmsnorm_quant_format format;
+    rmsnorm_scale_mode scale_mode;
+    int64_t group_size; /* per-group: 64 or 128, dividing n; 0 otherwise */
+    /* Static: the one dequantization scale, read. Dynamic: written, row r's (per-token) at
+     * scales[r * scale_row_stride], group g of row r's (per-group, g < n / group_size) at
+     * scales[r * scale_row_stride + g * scale_group_stride]. */
+    float* scales;
+    int64_t scale_row_stride;   /* dynamic, more than one row: >= 1 */
+    int64_t scale_group_stride; /* per-group: >= 1 (row-major: 1, with scale_row_stride >=
+                                 * groups; transposed: scale_row_stride 1 and this >= rows);
+                                 * the scales of two rows or groups never share an element */
+    const float* scale_ub;      /* NULL, or one float bounding amax: per-token fp8 only */
+    int ue8m0;                  /* per-group: 1 rounds the scales up to powers of two; else 0 */
+} rmsnorm_quant_args;
+
 RMSNORM_API const char* rmsnorm_status_string(rmsnorm_status status);
 RMSNORM_API const char* rmsnorm_last_error(void);
 
@@ -178,6 +230,18 @@ RMSNORM_API rmsnorm_status rmsnorm_fused_add_backward(const rmsnorm_backward_arg
                                                       void* workspace, size_t workspace_bytes,
                                                       CUstream stream);
 
+/* The quantized forward (plain or fused add, as forward->residual says): y quantized to out,
+ * the dynamic scales to scales, residual_out and the unquantized y where asked. Every
+ * output (out, dynamic scales, y, residual_out) lies apart from every other argument, but y
+ * may be x and residual_out residual, as in the forward. What the kernels of this build
+ * cover: x, residual, residual_out and y in f16 or bf16, all one dtype, with a weight of that
+ * dtype; fp8 e4m3 and int8; every mode; every pointer (out, scales and scale_ub included)
+ * 16-byte aligned and n and the row strides multiples of 16; n, row strides and the scales'
+ * offsets below 2^31. Any other valid call returns RMSNORM_ERROR_UNSUPPORTED, naming what is
+ * not compiled (the Python package computes it). It has no split forward: few long rows take
+ * the looped kernel, and RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS is ignored. */
+RMSNORM_API rmsnorm_status rmsnorm_forward_quant(const rmsnorm_quant_args* args, CUstream stream);
+
 /* Which compiled kernels serve the current context's device: writes e.g. "sm_90 cubins" or
  * "sm_80 PTX, JIT-compiled" to buffer (NUL-terminated, truncated to size). */
 RMSNORM_API rmsnorm_status rmsnorm_gpu_kernels(char* buffer, size_t size);
@@ -185,6 +249,8 @@ RMSNORM_API rmsnorm_status rmsnorm_gpu_kernels(char* buffer, size_t size);
 /* The CPU reference implementation. */
 RMSNORM_API rmsnorm_status rmsnorm_cpu_forward(const rmsnorm_forward_args* args);
 RMSNORM_API rmsnorm_status rmsnorm_cpu_backward(const rmsnorm_backward_args* args);
+/* The quantized forward on the CPU: every dtype, weighting and format (f32 and e5m2 too). */
+RMSNORM_API rmsnorm_status rmsnorm_cpu_forward_quant(const rmsnorm_quant_args* args);
 
 /* Conversions with round-to-nearest-even (NaN stays NaN, overflow goes to infinity). */
 RMSNORM_API uint16_t rmsnorm_float_to_bf16(float value);

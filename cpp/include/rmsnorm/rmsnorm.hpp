@@ -41,12 +41,24 @@ inline rmsnorm_backward_args backward_args() {
     return args;
 }
 
+// The forward of args.forward quantized (set out, format, scale_mode and scales; per-group
+// also group_size and the scale strides).
+inline rmsnorm_quant_args quant_args(const rmsnorm_forward_args& forward) {
+    rmsnorm_quant_args args{};
+    args.struct_size = sizeof(args);
+    args.forward = &forward;
+    return args;
+}
+
 // GPU: the C entry points, throwing on failure.
 inline void forward(const rmsnorm_forward_args& args, CUstream stream) {
     check(rmsnorm_forward(&args, stream));
 }
 inline void fused_add_forward(const rmsnorm_forward_args& args, CUstream stream) {
     check(rmsnorm_fused_add_forward(&args, stream));
+}
+inline void forward_quant(const rmsnorm_quant_args& args, CUstream stream) {
+    check(rmsnorm_forward_quant(&args, stream));
 }
 inline size_t backward_workspace_size(const rmsnorm_backward_args& args) {
     size_t bytes = 0;
@@ -64,5 +76,8 @@ inline void fused_add_backward(const rmsnorm_backward_args& args, void* workspac
 
 inline void cpu_forward(const rmsnorm_forward_args& args) { check(rmsnorm_cpu_forward(&args)); }
 inline void cpu_backward(const rmsnorm_backward_args& args) { check(rmsnorm_cpu_backward(&args)); }
+inline void cpu_forward_quant(const rmsnorm_quant_args& args) {
+    check(rmsnorm_cpu_forward_quant(&args));
+}
 
 }  // namespace rmsnorm

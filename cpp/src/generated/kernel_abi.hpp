@@ -24,7 +24,10 @@ constexpr unsigned kLlamaShift = 5, kLlamaBits = 1;
 constexpr unsigned kHasDresidualShift = 6, kHasDresidualBits = 1;
 constexpr unsigned kHasDwShift = 7, kHasDwBits = 1;
 constexpr unsigned kAlignShift = 8, kAlignBits = 2;
-constexpr unsigned kVariantShift = 10, kVariantBits = 22;
+constexpr unsigned kQuantShift = 10, kQuantBits = 2;
+constexpr unsigned kQformatShift = 12, kQformatBits = 2;
+constexpr unsigned kGroupShift = 14, kGroupBits = 2;
+constexpr unsigned kVariantShift = 16, kVariantBits = 16;
 
 // The launch table's ops (rmsnorm.launch.configs.OPS: the first op codes) and the most
 // rows a group of them holds on one arch (rmsnorm.aot.emit.MAX_WIDTH_RULES).
@@ -44,6 +47,20 @@ constexpr int kReduceBlock[32] = {
     256, 256, 256, 256, 256, 256, 256, 256,  // 16-23
     256, 256, 256, 256, 256, 256, 256, 256,  // 24-31
 };
+
+// The quantized forward (fwd and add with y quantized): its mode codes (a key's quant
+// field: rmsnorm.kernels.quantize's, 0 the plain forward), format codes
+// (rmsnorm_quant_format's values) and group sizes (a key's group field indexes them).
+constexpr uint32_t kQuantNone = 0, kQuantStatic = 1, kQuantToken = 2, kQuantGroup = 3;
+constexpr uint32_t kQFormatE4m3 = 0, kQFormatInt8 = 1, kQFormatE5m2 = 2;
+constexpr int kQFormatCount = 3;
+constexpr int kGroupSizeCount = 3;
+constexpr int kGroupSizes[kGroupSizeCount] = {0, 64, 128};
+// What of it is compiled (rmsnorm.aot.build.QUANT_*): these activation dtypes with a
+// weight of theirs, these formats, both casting modes, the one alignment class.
+constexpr bool kQuantDtypes[kDtypeCount] = {false, true, true};
+constexpr bool kQuantFormats[kQFormatCount] = {true, true, false};
+constexpr uint32_t kQuantAlign = kAlignVec;
 
 // Whether dtype (with a weight) has a kernel per casting mode; without a weight, or
 // where it has one, the llama kernel serves both (rmsnorm.aot.build.casting_modes).
@@ -181,6 +198,75 @@ constexpr ArgInfo kReduceArgs[kReduceArgCount] = {
     {ArgKind::kPointer, kAlignPointers, "DW"},
     {ArgKind::kInt32, kAlignNone, "P"},
     {ArgKind::kInt32, kAlignVec, "N"},
+    {ArgKind::kPointer, kAlignNone, "global_scratch"},
+    {ArgKind::kPointer, kAlignNone, "profile_scratch"},
+};
+
+// The parameters of the quantized fwd, add kernels, in launch order: the kernels' arguments
+// without their constexprs, then Triton's hidden ones (NULL).
+enum class QuantForwardArg : int {
+    kX = 0,
+    kResidual = 1,
+    kW = 2,
+    kY = 3,
+    kResidualOut = 4,
+    kRstd = 5,
+    kScale = 6,
+    kScaleUb = 7,
+    kUnq = 8,
+    kM = 9,
+    kN = 10,
+    kH = 11,
+    kRstdRows = 12,
+    kSxO = 13,
+    kSxI = 14,
+    kSresidualO = 15,
+    kSresidualI = 16,
+    kSyO = 17,
+    kSyI = 18,
+    kSresidualOutO = 19,
+    kSresidualOutI = 20,
+    kSsRow = 21,
+    kSsCol = 22,
+    kStoreUnq = 23,
+    kHasUb = 24,
+    kUe8m0 = 25,
+    kEps = 26,
+    kOffset = 27,
+    kGlobalScratch = 28,
+    kProfileScratch = 29,
+};
+constexpr int kQuantForwardArgCount = 30;
+constexpr int kQuantForwardHiddenArgs = 2;  // the last ones
+constexpr ArgInfo kQuantForwardArgs[kQuantForwardArgCount] = {
+    {ArgKind::kPointer, kAlignPointers, "X"},
+    {ArgKind::kPointer, kAlignPointers, "RESIDUAL"},
+    {ArgKind::kPointer, kAlignPointers, "W"},
+    {ArgKind::kPointer, kAlignPointers, "Y"},
+    {ArgKind::kPointer, kAlignPointers, "RESIDUAL_OUT"},
+    {ArgKind::kPointer, kAlignPointers, "RSTD"},
+    {ArgKind::kPointer, kAlignPointers, "SCALE"},
+    {ArgKind::kPointer, kAlignPointers, "SCALE_UB"},
+    {ArgKind::kPointer, kAlignPointers, "UNQ"},
+    {ArgKind::kInt32, kAlignNone, "M"},
+    {ArgKind::kInt32, kAlignVec, "N"},
+    {ArgKind::kInt32, kAlignNone, "H"},
+    {ArgKind::kInt32, kAlignNone, "rstd_rows"},
+    {ArgKind::kInt32, kAlignVec, "sx_o"},
+    {ArgKind::kInt32, kAlignVec, "sx_i"},
+    {ArgKind::kInt32, kAlignVec, "sresidual_o"},
+    {ArgKind::kInt32, kAlignVec, "sresidual_i"},
+    {ArgKind::kInt32, kAlignVec, "sy_o"},
+    {ArgKind::kInt32, kAlignVec, "sy_i"},
+    {ArgKind::kInt32, kAlignVec, "sresidual_out_o"},
+    {ArgKind::kInt32, kAlignVec, "sresidual_out_i"},
+    {ArgKind::kInt32, kAlignNone, "ss_row"},
+    {ArgKind::kInt32, kAlignNone, "ss_col"},
+    {ArgKind::kInt32, kAlignNone, "store_unq"},
+    {ArgKind::kInt32, kAlignNone, "has_ub"},
+    {ArgKind::kInt32, kAlignNone, "ue8m0"},
+    {ArgKind::kFloat32, kAlignNone, "eps"},
+    {ArgKind::kFloat32, kAlignNone, "offset"},
     {ArgKind::kPointer, kAlignNone, "global_scratch"},
     {ArgKind::kPointer, kAlignNone, "profile_scratch"},
 };
