@@ -70,3 +70,51 @@ def test_conversion_matches_torch_at_every_tie(where, soft, quant_dtype):
     bad = (got != expected).nonzero().flatten()
     assert bad.numel() == 0, f"{bad.numel()} values differ, e.g. {v[bad[:4]].tolist()}: " \
                              f"{got[bad[:4]].tolist()} vs {expected[bad[:4]].tolist()}"
+
+
+@triton.jit
+def _divide_values(V, S, OUT, N, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, SOFT: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    # Each value over its own scale, as the per-row and per-group modes divide.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    v = tl.load(V + offs, mask=m, other=1.0)
+    s = tl.load(S + offs, mask=m, other=1.0)
+    tl.store(OUT + offs, q.quantize(v, s, tl.math.div_rn(1.0, s), QUANT, Q_DTYPE, SOFT), mask=m)
+
+
+@pytest.mark.parametrize("where,soft", devices_and_soft())
+@pytest.mark.parametrize("quant_dtype", [torch.float8_e4m3fn, torch.int8], ids=str)
+def test_division_is_the_correctly_rounded_quotient(where, soft, quant_dtype):
+    """y / s as the GPU computes it (a reciprocal and Markstein's two FMAs) quantizes as the
+    IEEE quotient does, over random y and s of every magnitude the modes produce, and at the
+    edges: an infinite scale, infinities, NaN, quotients far past saturation."""
+    if soft and quant_dtype == torch.int8 and where == "cuda":
+        pytest.skip("int8 has one rounding route")
+    g = torch.Generator().manual_seed(5)
+    count = 200_000 if where == "cuda" else 4096
+    y = (torch.randn(count, generator=g) * torch.exp2(torch.randint(-20, 20, (count,),
+                                                                      generator=g).float()))
+    s = torch.exp2(torch.randint(-30, 10, (count,), generator=g).float()) * \
+        (1 + torch.rand(count, generator=g))
+    y[:6] = torch.tensor([1.0, float("inf"), float("nan"), -3e38, 0.0, -0.0])
+    s[:6] = torch.tensor([float("inf"), 1.0, 1.0, 1e-12, float("inf"), 2.0])
+    y, s = y.to(where), s.to(where)
+    mode = q.GROUP if quant_dtype == torch.int8 else q.TOKEN
+    fp8_bits = soft and quant_dtype != torch.int8
+    out = torch.empty(count, dtype=torch.uint8 if fp8_bits else quant_dtype, device=where)
+    _divide_values[(triton.cdiv(count, 1024),)](y, s, out, count, QUANT=mode,
+                                               Q_DTYPE=TRITON_DTYPES[quant_dtype], SOFT=soft,
+                                               BLOCK=1024)
+    got = out.cpu() if fp8_bits else out.cpu().view(torch.uint8)
+    quotient = y.cpu() / s.cpu()  # the CPU's IEEE division, element by element
+    qmax = 127.0 if quant_dtype == torch.int8 else 448.0
+    qmin = -128.0 if quant_dtype == torch.int8 else -448.0
+    if quant_dtype == torch.int8:  # group int8: toward zero, NaN to -128
+        want = torch.where(quotient.isnan(), qmin, quotient.clamp(qmin, qmax)).trunc()
+    else:  # per-row fp8: NaN to +448
+        want = torch.where(quotient.isnan(), qmax, quotient.clamp(qmin, qmax))
+    want = want.to(quant_dtype).view(torch.uint8)
+    bad = (got != want).nonzero().flatten()
+    assert bad.numel() == 0, f"{bad.numel()} quotients differ, e.g. y={y[bad[:3]].tolist()} " \
+                             f"s={s[bad[:3]].tolist()}"

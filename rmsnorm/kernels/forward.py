@@ -194,6 +194,8 @@ def _tile_rows(
         y_dtype: tl.constexpr = Y.dtype.element_ty
     else:
         y_dtype: tl.constexpr = UNQ.dtype.element_ty
+    # Elements of X in 16 bytes: what one thread loads at a time.
+    LOAD_VEC: tl.constexpr = 128 // X.dtype.element_ty.primitive_bitwidth
     if QUANT == q.STATIC:
         static_scale = tl.load(SCALE)
         static_inverse = tl.math.div_rn(1.0, static_scale)
@@ -244,7 +246,7 @@ def _tile_rows(
                              y_dtype, SOFT_BF16).to(tl.float32)
                 amax = tl.maximum(amax, tl.max(q.abs_for_max(y), axis=1))
             row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE)
-            row_inverse = q.token_inverse(amax, Q_DTYPE)
+            row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE)
             tl.store(SCALE + rows * ss_row, row_scale, mask=row_mask)
         for k in tl.static_range(CHUNKS):
             c = (k * BLOCK_N + cols)[None, :]
@@ -270,7 +272,10 @@ def _tile_rows(
                     out = _quantize_groups(yf, rows, row_mask, k * BLOCK_N, N, SCALE, ss_row,
                                            ss_col, ROWS, BLOCK_N, GROUP_SIZE, Q_DTYPE,
                                            ue8m0, SOFT_BF16)
-                tl.store(Y + y_row + c, out, mask=mask)
+                # One byte per element would take 16 to a thread: the layout of that store
+                # would then reach back to the sum of squares, summed in another order than
+                # the plain kernel's (rstd, and so y, off by an ulp). Capped at the loads'.
+                tl.store(Y + y_row + tl.max_contiguous(c, [1, LOAD_VEC]), out, mask=mask)
 
 
 @triton.jit
@@ -296,7 +301,8 @@ def _quantize_groups(yf, rows, row_mask, col0, N, SCALE, ss_row, ss_col,
     first = col0 // GROUP_SIZE + tl.arange(0, GROUPS)
     at = rows[:, None] * ss_row + first[None, :] * ss_col
     tl.store(SCALE + at, s, mask=row_mask[:, None] & (first * GROUP_SIZE < N)[None, :])
-    out = q.quantize(g, s[:, :, None], s[:, :, None], q.GROUP, Q_DTYPE, SOFT)
+    inverse = tl.math.div_rn(1.0, s)
+    out = q.quantize(g, s[:, :, None], inverse[:, :, None], q.GROUP, Q_DTYPE, SOFT)
     return tl.reshape(out, (ROWS, BLOCK_N))
 
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
@@ -371,6 +377,7 @@ def _loop_rows(
         y_dtype: tl.constexpr = Y.dtype.element_ty
     else:
         y_dtype: tl.constexpr = UNQ.dtype.element_ty
+    LOAD_VEC: tl.constexpr = 128 // X.dtype.element_ty.primitive_bitwidth
     if QUANT == q.STATIC:
         static_scale = tl.load(SCALE)
         static_inverse = tl.math.div_rn(1.0, static_scale)
@@ -417,7 +424,7 @@ def _loop_rows(
                                     HAS_W, LLAMA, SOFT_BF16), y_dtype, SOFT_BF16)
                 amax = tl.maximum(amax, tl.max(q.abs_for_max(y.to(tl.float32)), axis=0))
             row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE)
-            row_inverse = q.token_inverse(amax, Q_DTYPE)
+            row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE)
             tl.store(SCALE + row * ss_row, row_scale)
 
         # Pass 2: re-read the row and normalize, last tile first: the tiles pass 1 read last
@@ -444,4 +451,4 @@ def _loop_rows(
                                          (last - i) * BLOCK_N, N, SCALE, ss_row, ss_col, 1,
                                          BLOCK_N, GROUP_SIZE, Q_DTYPE, ue8m0, SOFT_BF16),
                         (BLOCK_N,))
-                tl.store(Y + y_at + c, out, mask=m)
+                tl.store(Y + y_at + tl.max_contiguous(c, LOAD_VEC), out, mask=m)

@@ -5,8 +5,9 @@ Modes (QUANT): STATIC, one dequantization scale given; TOKEN, one scale per row 
 row's max |y|; GROUP, one scale per row and GROUP_SIZE columns. Each mode computes what vLLM's
 quantizer of that mode computes, operation by operation in fp32 (docs/USAGE.md, "Quantized
 output", lists them; rmsnorm.reference.quantize is the same arithmetic in PyTorch ops):
-divisions are IEEE (`div_rn`: Triton's `/` is an approximate division on the GPU), a NaN is
-left out of the max (as fmaxf does) and quantizes to what vLLM's clamp makes of it.
+divisions are correctly rounded (`div_rn` per row or group, and `divide` per element:
+Triton's `/` is an approximate division on the GPU), a NaN is left out of the max (as fmaxf
+does) and quantizes to what vLLM's clamp makes of it.
 """
 
 import triton
@@ -57,9 +58,13 @@ def token_scale(amax, SCALE_UB, has_ub, Q_DTYPE: tl.constexpr):
 
 
 @triton.jit
-def token_inverse(amax, Q_DTYPE: tl.constexpr):
-    """What an int8 row is multiplied by: 127 / amax, 0 for an all-zero row."""
-    return tl.where(amax == 0.0, 0.0, tl.math.div_rn(127.0, amax))
+def token_inverse(amax, scale, Q_DTYPE: tl.constexpr):
+    """What a row's y is multiplied by: int8, 127 / amax (0 for an all-zero row), as vLLM
+    quantizes rows; fp8, 1 / scale, the reciprocal its division (divide) starts from."""
+    if Q_DTYPE == tl.int8:
+        return tl.where(amax == 0.0, 0.0, tl.math.div_rn(127.0, amax))
+    else:
+        return tl.math.div_rn(1.0, scale)
 
 
 @triton.jit
@@ -74,16 +79,32 @@ def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0):
 
 
 @triton.jit
+def divide(yf, scale, inverse, SOFT: tl.constexpr):
+    """yf / scale, correctly rounded, from inverse = 1 / scale (correctly rounded): one
+    multiply and two FMAs (Markstein's correction) instead of an IEEE division per element,
+    which is too slow for a kernel that must keep up with HBM. Where the quotient exceeds
+    twice any format's largest value it saturates whatever its last bit, and an infinite
+    scale (inverse 0) makes y * 0 the quotient (0, or NaN as for y / inf): q0 serves there.
+    The interpreter (SOFT) divides, exactly, as it has no fused multiply-add."""
+    if SOFT:
+        return tl.math.div_rn(yf, scale)
+    q0 = yf * inverse
+    q1 = tl.fma(tl.fma(-q0, scale, yf), inverse, q0)
+    return tl.where((inverse == 0.0) | (tl.abs(q0) > 131072.0), q0, q1)
+
+
+@triton.jit
 def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
              SOFT: tl.constexpr):
     """fp32 y in the format, as stored: Q_DTYPE, or under the interpreter (SOFT) an fp8
-    value's bits as uint8. `scale` divides (fp8 rows and groups, int8 static and groups) or
-    `inverse` multiplies (fp8 static, int8 rows), as vLLM does in each mode."""
+    value's bits as uint8. y is divided by `scale` (fp8 rows and groups, int8 static and
+    groups; `inverse` is 1 / scale) or multiplied by `inverse` (fp8 static: 1 / scale; int8
+    rows: 127 / amax), as vLLM does in each mode."""
     int8: tl.constexpr = Q_DTYPE == tl.int8
     if (QUANT == _STATIC and not int8) or (QUANT == _TOKEN and int8):
         v = yf * inverse
     else:
-        v = tl.math.div_rn(yf, scale)
+        v = divide(yf, scale, inverse, SOFT)
     qmax = quant_max(Q_DTYPE)
     if int8:
         qmin = -128.0
@@ -91,14 +112,22 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
         qmin = -qmax
     # vLLM's clamps: fminf then fmaxf (NaN to the top) except in its group kernels, fmaxf
     # then fminf (NaN to the bottom); int8's saturating conversion (NaN to 0) in its static
-    # and per-row kernels.
+    # and per-row kernels. The GPU's min and max drop NaNs as fminf and fmaxf do; the
+    # interpreter's keep them, so there NaNs are placed by hand.
     if QUANT == _GROUP:
         nan_out = qmin
     elif int8:
         nan_out = 0.0
     else:
         nan_out = qmax
-    v = tl.where(v != v, nan_out, tl.where(v > qmax, qmax, tl.where(v < qmin, qmin, v)))
+    if SOFT:
+        v = tl.where(v != v, nan_out, tl.where(v > qmax, qmax, tl.where(v < qmin, qmin, v)))
+    elif QUANT == _GROUP:
+        v = tl.minimum(tl.maximum(v, qmin), qmax)
+    elif int8:
+        v = tl.where(v != v, 0.0, tl.maximum(tl.minimum(v, qmax), qmin))
+    else:
+        v = tl.maximum(tl.minimum(v, qmax), qmin)
     if int8:
         if QUANT == _GROUP:
             # vLLM's group kernel converts with a C cast: toward zero.
