@@ -144,6 +144,11 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
                 scale_ub, ue8m0, out, scales, residual_out, unquantized)
         return out, scales, residual_out, unquantized
 
+    rows = x.numel() // n
+    if transposed_scales and (groups - 1) * rows >= 2 ** 31:
+        # The kernels form a group's scale offset (group * rows) in 32 bits.
+        raise NotImplementedError(f"rmsnorm: transposed scales of {rows} rows and {groups} "
+                                  "groups put offsets past 2^31: not supported")
     soft_fp8 = ops.INTERPRETED and quant_dtype != torch.int8
     flags = (("QUANT", how), ("Q_DTYPE", TRITON_DTYPES[quant_dtype]),
              ("GROUP_SIZE", group_size or 0))

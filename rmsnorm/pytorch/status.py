@@ -20,6 +20,9 @@ TRITON_CASES = (
     "fused add): the launcher's split forward (librmsnorm has none)",
     "n or a row stride of 2^31 elements or more; a backward of 2^31 rows or more",
     "GPUs this build compiled no kernel for (see status()['cuda'])",
+    "the quantized forward (rms_norm_quant, fused_add_rms_norm_quant) of float32 tensors, "
+    "without a weight, to float8_e5m2, or with any pointer not 16-byte aligned or n or a row "
+    "stride not a multiple of 16",
 )
 KERNELS = ("compiled", "triton")
 

@@ -15,6 +15,7 @@
 #include <torch/library.h>
 
 #include <string>
+#include <vector>
 
 #include "compiled.hpp"
 #include "rmsnorm/rmsnorm.h"
@@ -276,13 +277,115 @@ std::tuple<Tensor, Tensor> bwd_cuda(const Tensor& dy, const Tensor& x, const Opt
     return triton_ops().bwd.call(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw);
 }
 
-// The quantized forward: the Python launcher's kernels for now (librmsnorm's quantized
-// kernels are wired in by a later change).
+// The quantized forward. Covered: a dtype, casting mode and scalars the forward covers, with
+// the weight; a quant dtype and group size librmsnorm knows; scale and scale_ub float32
+// tensors of one element on x's device. Anything else (bad arguments included, which Python
+// names) and whatever librmsnorm refuses (f32, e5m2, no weight, unaligned) takes the launcher.
+std::optional<rmsnorm_quant_format> format_of(at::ScalarType t) {
+    switch (t) {
+        case at::kFloat8_e4m3fn: return RMSNORM_QUANT_FP8_E4M3;
+        case at::kFloat8_e5m2: return RMSNORM_QUANT_FP8_E5M2;
+        case at::kChar: return RMSNORM_QUANT_INT8;
+        default: return std::nullopt;
+    }
+}
+
+bool one_float(const OptTensor& t, const Tensor& x) {
+    return !t || (t->is_cuda() && plain(*t) && t->scalar_type() == at::kFloat &&
+                  t->numel() == 1 && t->device() == x.device());
+}
+
+struct QuantOutputs {
+    Tensor out, scales, unquantized;
+};
+
+// The outputs as the Python launcher allocates them (rmsnorm.launch.quant): contiguous, the
+// per-group scales transposed where asked (the memory of a (groups, rows) tensor).
+QuantOutputs quant_outputs(const Tensor& x, const OptTensor& scale, at::ScalarType quant_dtype,
+                           int64_t group_size, bool transposed_scales, bool return_unquantized) {
+    QuantOutputs o;
+    o.out = empty(x.sizes(), quant_dtype, x.device());
+    const auto lead = x.sizes().slice(0, x.dim() - 1);
+    const int64_t groups = group_size ? x.size(-1) / group_size : 1;
+    if (scale) {
+        o.scales = empty({0}, at::kFloat, x.device());
+    } else if (transposed_scales) {
+        std::vector<int64_t> sizes{groups}, order;
+        sizes.insert(sizes.end(), lead.begin(), lead.end());
+        for (int64_t d = 1; d <= static_cast<int64_t>(lead.size()); ++d) order.push_back(d);
+        order.push_back(0);
+        o.scales = empty(sizes, at::kFloat, x.device()).permute(order);
+    } else {
+        std::vector<int64_t> sizes(lead.begin(), lead.end());
+        sizes.push_back(groups);
+        o.scales = empty(sizes, at::kFloat, x.device());
+    }
+    o.unquantized = return_unquantized ? empty(x.sizes(), x.scalar_type(), x.device())
+                                       : empty({0}, x.scalar_type(), x.device());
+    return o;
+}
+
+// librmsnorm's quantized forward into o (and residual_out when fused); false when it does not
+// take the call.
+bool quant_into(const Tensor& x, const OptTensor& residual, const Tensor& residual_out,
+                const OptTensor& weight, const OptTensor& scale, const OptTensor& scale_ub,
+                double eps, double offset, Mode casting_mode, int64_t group_size, bool ue8m0,
+                bool transposed_scales, const QuantOutputs& o) {
+    const auto sx = row_stride(x);
+    const auto sresidual = residual ? row_stride(*residual) : std::optional<int64_t>(0);
+    const auto sresidual_out = residual ? row_stride(residual_out) : std::optional<int64_t>(0);
+    if (!sx || !sresidual || !sresidual_out) return false;
+    c10::cuda::CUDAGuard guard(x.device());
+    rmsnorm_forward_args f = forward_args(x, *sx, weight, eps, offset, casting_mode);
+    f.launch_flags = 0;
+    if (residual) {
+        f.residual = rows_of(*residual, *sresidual);
+        f.residual_out = rows_of(residual_out, *sresidual_out);
+    }
+    const int64_t n = x.size(-1), rows = x.numel() / n;
+    if (o.unquantized.numel()) f.y = rows_of(o.unquantized, n);
+    rmsnorm_quant_args a{};
+    a.struct_size = sizeof(a);
+    a.forward = &f;
+    a.out = o.out.data_ptr();
+    a.out_stride = n;
+    a.format = *format_of(o.out.scalar_type());
+    a.scale_mode = scale ? RMSNORM_SCALE_STATIC
+                         : (group_size ? RMSNORM_SCALE_PER_GROUP : RMSNORM_SCALE_PER_TOKEN);
+    a.group_size = group_size;
+    a.scales = scale ? scale->data_ptr<float>() : o.scales.data_ptr<float>();
+    const int64_t groups = group_size ? n / group_size : 1;
+    a.scale_row_stride = transposed_scales ? 1 : groups;
+    a.scale_group_stride = transposed_scales ? rows : 1;
+    a.scale_ub = scale_ub ? scale_ub->data_ptr<float>() : nullptr;
+    a.ue8m0 = ue8m0 ? 1 : 0;
+    return launched(in_context(x, [&] { return rmsnorm_forward_quant(&a, stream_of(x)); }));
+}
+
+bool quant_covered(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
+                   const OptTensor& scale, const OptTensor& scale_ub, double eps, double offset,
+                   Mode casting_mode, at::ScalarType quant_dtype, int64_t group_size) {
+    return weight && covered(x, weight, eps, offset, casting_mode) && format_of(quant_dtype) &&
+           (group_size == 0 || group_size == 64 || group_size == 128) &&
+           (group_size == 0 || x.size(-1) % group_size == 0) && one_float(scale, x) &&
+           one_float(scale_ub, x) && (!residual || same_shape(*residual, x));
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cuda(
     const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
     at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
     bool return_unquantized) {
+    if (quant_covered(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
+                      quant_dtype, group_size)) {
+        const QuantOutputs o = quant_outputs(x, scale, quant_dtype, group_size, transposed_scales,
+                                             return_unquantized);
+        const Tensor residual_out = residual ? empty(x.sizes(), x.scalar_type(), x.device())
+                                             : empty({0}, x.scalar_type(), x.device());
+        if (quant_into(x, residual, residual_out, weight, scale, scale_ub, eps, offset,
+                       casting_mode, group_size, ue8m0, transposed_scales, o))
+            return {o.out, o.scales, residual_out, o.unquantized};
+    }
     return triton_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
                                        casting_mode, quant_dtype, group_size, ue8m0,
                                        transposed_scales, return_unquantized);
@@ -293,6 +396,15 @@ std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cuda(
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
     at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
     bool return_unquantized) {
+    if (quant_covered(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
+                      quant_dtype, group_size) &&
+        updatable(residual, x, weight)) {
+        const QuantOutputs o = quant_outputs(x, scale, quant_dtype, group_size, transposed_scales,
+                                             return_unquantized);
+        if (quant_into(x, residual, residual, weight, scale, scale_ub, eps, offset, casting_mode,
+                       group_size, ue8m0, transposed_scales, o))
+            return {o.out, o.scales, o.unquantized};
+    }
     return triton_ops().quant_add_fwd_inplace.call(x, residual, weight, scale, scale_ub, eps,
                                                    offset, casting_mode, quant_dtype, group_size,
                                                    ue8m0, transposed_scales, return_unquantized);
