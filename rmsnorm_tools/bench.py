@@ -607,8 +607,8 @@ def main(argv=None):
         todo = [(op, dt, m, n, args.timing) for op in args.op or ["fwd", "add"]
                 for dt in args.dtype or ["bf16"] for m, n in args.shapes]
         quants = list(itertools.product(args.quant, args.quant_dtype))
-        todo = [case + (q,) for case in todo
-                for q in (quants if case[0] in QUANT_OPS else [None])]
+        todo = [case + q for case in todo
+                for q in ([(q,) for q in quants] if case[0] in QUANT_OPS else [()])]
         peers = ["eager"] if args.peers is None else args.peers
     baseline = suite.load_rows(args.baseline) if args.baseline else None  # fail early
     rows = []

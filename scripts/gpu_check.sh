@@ -15,7 +15,8 @@
 #   the library (test_clib, test_compiled_path). cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default:
 #   the forward, fused add and backward sweeps, bf16) and its --overhead. sanitize: the C++
 #   GPU tests under compute-sanitizer memcheck and racecheck.
-#   A carried AOT cache (build/aotcarry: python -m rmsnorm.aot.carry) is put in place first.
+#   A carried AOT cache (build/aotcarry: python -m rmsnorm.aot.carry, or it packed as
+#   build/aotcarry.tar.xz) is put in place first.
 #   Arguments of the python tools: SWEEP_ARGS, BENCH_ARGS, BENCH_MORE_ARGS, BENCH_BWD_ARGS
 #   (default: backward and forward+backward, bf16, against torch eager and torch.compile);
 #   limits in seconds: TEST_TIMEOUT, SUITE_TIMEOUT, SWEEP_TIMEOUT, BENCH_TIMEOUT (each bench
@@ -31,7 +32,12 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/rmsnorm-out}
 mkdir -p "$OUT"
 steps=${*:-tests suite}
-if [ -d build/aotcarry ]; then
+if [ -f build/aotcarry.tar.xz ]; then
+    # The same, packed (tar cJf build/aotcarry.tar.xz -C build aotcarry): the cubins of every
+    # kernel (3668 per arch) exceed what a call may carry; packed they take a tenth.
+    mkdir -p build/cpp/aot && rm -rf build/cpp/aot/cache build/cpp/aot/aotcarry &&
+        tar xJf build/aotcarry.tar.xz -C build/cpp/aot && mv build/cpp/aot/aotcarry build/cpp/aot/cache
+elif [ -d build/aotcarry ]; then
     # A local build's kernels (rmsnorm.aot.carry), carried with the call: not compiled again.
     mkdir -p build/cpp/aot && rm -rf build/cpp/aot/cache && cp -r build/aotcarry build/cpp/aot/cache
 fi

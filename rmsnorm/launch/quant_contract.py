@@ -16,8 +16,13 @@ def quant_max(quant_dtype):
     return 127.0 if quant_dtype == torch.int8 else torch.finfo(quant_dtype).max
 
 
-def _f32(v):
-    return torch.tensor(v, dtype=torch.float32)
+def _div(a, b):
+    """a / b elementwise, correctly rounded. PyTorch divides a CUDA tensor by a CPU scalar
+    (a Python number, a 0-dim CPU tensor) as a multiplication by its reciprocal, which is not
+    the quotient: the divisor is always given as a tensor of a's shape on a's device."""
+    if not isinstance(b, torch.Tensor):
+        b = torch.tensor(b, dtype=torch.float32)
+    return a / b.to(a.device).expand_as(a)
 
 
 def _abs_max(y, dim):
@@ -58,21 +63,21 @@ def quantize(y, quant_dtype, *, scale=None, group_size=None, scale_ub=None,
     if scale is not None:
         s = scale.float().reshape(())
         if int8:
-            return _to_format(yf / s, quant_dtype, 0.0), scale
-        return _to_format(yf * (_f32(1.0) / s), quant_dtype, qmax), scale
+            return _to_format(_div(yf, s), quant_dtype, 0.0), scale
+        return _to_format(yf * _div(torch.ones_like(s), s), quant_dtype, qmax), scale
     if group_size is None:
         amax = _abs_max(yf, -1)
         if int8:
-            inverse = torch.where(amax == 0, 0.0, _f32(127.0) / amax)
-            return _to_format(yf * inverse, quant_dtype, 0.0), amax / _f32(127.0)
+            inverse = torch.where(amax == 0, 0.0, _div(torch.full_like(amax, 127.0), amax))
+            return _to_format(yf * inverse, quant_dtype, 0.0), _div(amax, 127.0)
         if scale_ub is not None:
             amax = torch.minimum(amax, scale_ub.float().reshape(()))
-        s = torch.maximum(amax / _f32(qmax), _f32(1.0) / _f32(qmax * 512.0))
-        return _to_format(yf / s, quant_dtype, qmax), s
+        s = torch.maximum(_div(amax, qmax), _div(torch.ones_like(amax), qmax * 512.0))
+        return _to_format(_div(yf, s), quant_dtype, qmax), s
     groups = yf.reshape(*yf.shape[:-1], yf.shape[-1] // group_size, group_size)
-    s = _abs_max(groups, -1).clamp(min=GROUP_EPS) / _f32(qmax)
+    s = _div(_abs_max(groups, -1).clamp(min=GROUP_EPS), qmax)
     if use_ue8m0:
         s = ue8m0(s)
     qmin = -128.0 if int8 else -qmax
-    q = _to_format(groups / s, quant_dtype, qmin, truncate=int8)
+    q = _to_format(_div(groups, s), quant_dtype, qmin, truncate=int8)
     return q.reshape(yf.shape), s.squeeze(-1)
