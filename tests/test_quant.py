@@ -234,3 +234,15 @@ def test_empty_input(device):
     x = torch.empty((0, 128), dtype=torch.bfloat16, device=device)
     r = rmsnorm.rms_norm_quant(x, group_size=64)
     assert r.out.shape == (0, 128) and r.scales.shape == (0, 2)
+
+
+@pytest.mark.parametrize("mode", ["static", "token", "group64"])
+def test_fp32_residual_stream_with_16_bit_activations(device, mode):
+    """The sum, the norm's input and y are fp32 there (the contract's promotion): that y is
+    what is quantized, summed in the plain forward's order."""
+    seed = seed_of("quant-mixed", mode)
+    x = randn((6, 256), torch.bfloat16, device, seed)
+    residual = randn((6, 256), torch.float32, device, seed + 1, scale=4.0)
+    r = check(x, weight_for(256, torch.bfloat16, device, seed), residual, torch.float8_e4m3fn,
+              **mode_kwargs(mode, torch.float8_e4m3fn, device))
+    assert r.residual_out.dtype == torch.float32 and r.unquantized.dtype == torch.float32
