@@ -118,3 +118,37 @@ def test_division_is_the_correctly_rounded_quotient(where, soft, quant_dtype):
     bad = (got != want).nonzero().flatten()
     assert bad.numel() == 0, f"{bad.numel()} quotients differ, e.g. y={y[bad[:3]].tolist()} " \
                              f"s={s[bad[:3]].tolist()}"
+
+
+@pytest.mark.parametrize("where", ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
+def test_the_gpus_division_keeps_signed_zeros_and_special_quotients(where):
+    """The GPU's route (a reciprocal and Markstein's correction, SOFT off) at the values its
+    guards exist for, whose results need no fused multiply-add (so the interpreter runs it
+    too): signed zeros stay signed, an infinite scale gives 0 (NaN for an infinite y),
+    quotients far past saturation saturate with their sign, NaN stays NaN (fp8 rows: +448)."""
+    if where == "cpu" and not ops.INTERPRETED:
+        pytest.skip("needs Triton's interpreter")
+    y = torch.tensor([-0.0, 0.0, -0.0, 1.0, -1.0, float("inf"), float("nan"), -3e38, 3e38,
+                      -1e-30, 1e-30])
+    s = torch.tensor([2.0, 2.0, float("inf"), float("inf"), float("inf"), float("inf"), 3.0,
+                      1e-12, 1e-12, 5.0, 5.0])
+    out = torch.empty(y.numel(), dtype=torch.float8_e4m3fn, device=where)
+    v = out.view(torch.uint8) if where == "cpu" else out
+    # Soft conversion on the CPU only where it must be (fp8 bits); the division is the GPU's.
+    _divide_fast[(1,)](y.to(where), s.to(where), v, y.numel(), Q_DTYPE=tl.float8e4nv,
+                       SOFT_CONVERT=where == "cpu", BLOCK=16)
+    want = torch.tensor([-0.0, 0.0, -0.0, 0.0, -0.0, 448.0, 448.0, -448.0, 448.0, -0.0, 0.0])
+    got = v.cpu() if where == "cpu" else out.cpu().view(torch.uint8)
+    assert torch.equal(got, want.to(torch.float8_e4m3fn).view(torch.uint8)), got
+
+
+@triton.jit
+def _divide_fast(V, S, OUT, N, Q_DTYPE: tl.constexpr, SOFT_CONVERT: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < N
+    v = tl.load(V + offs, mask=m, other=1.0)
+    s = tl.load(S + offs, mask=m, other=1.0)
+    quotient = q.divide(v, s, tl.math.div_rn(1.0, s), False)
+    tl.store(OUT + offs, q.quantize(quotient, 1.0, 1.0, q.STATIC, Q_DTYPE, SOFT_CONVERT),
+             mask=m)

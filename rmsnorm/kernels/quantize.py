@@ -82,15 +82,17 @@ def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0):
 def divide(yf, scale, inverse, SOFT: tl.constexpr):
     """yf / scale, correctly rounded, from inverse = 1 / scale (correctly rounded): one
     multiply and two FMAs (Markstein's correction) instead of an IEEE division per element,
-    which is too slow for a kernel that must keep up with HBM. Where the quotient exceeds
-    twice any format's largest value it saturates whatever its last bit, and an infinite
-    scale (inverse 0) makes y * 0 the quotient (0, or NaN as for y / inf): q0 serves there.
-    The interpreter (SOFT) divides, exactly, as it has no fused multiply-add."""
+    which is too slow for a kernel that must keep up with HBM. q0 = y * inverse serves where
+    the correction cannot: a quotient past twice any format's largest value saturates
+    whatever its last bit; an infinite scale (inverse 0) makes y * 0 the quotient (0, or NaN
+    as for y / inf); a zero q0 carries the quotient's sign, which the correction's sum of
+    zeros would make +0 (-0 / s is -0: fp8 keeps the sign). The interpreter (SOFT) divides,
+    exactly, as it has no fused multiply-add."""
     if SOFT:
         return tl.math.div_rn(yf, scale)
     q0 = yf * inverse
     q1 = tl.fma(tl.fma(-q0, scale, yf), inverse, q0)
-    return tl.where((inverse == 0.0) | (tl.abs(q0) > 131072.0), q0, q1)
+    return tl.where((inverse == 0.0) | (q0 == 0.0) | (tl.abs(q0) > 131072.0), q0, q1)
 
 
 @triton.jit
