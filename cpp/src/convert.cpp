@@ -1,25 +1,12 @@
 // Float <-> bf16 / f16 conversions with round-to-nearest-even, on the bits (no compiler or
 // hardware support for the 16-bit types is assumed).
 #include <cstdint>
-#include <cstring>
 
+#include "float_bits.hpp"
 #include "rmsnorm/rmsnorm.h"
 
-namespace {
-
-uint32_t bits_of(float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    return bits;
-}
-
-float float_of(uint32_t bits) {
-    float value;
-    std::memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-}  // namespace
+using rmsnorm::detail::bits_of;
+using rmsnorm::detail::float_of;
 
 extern "C" {
 

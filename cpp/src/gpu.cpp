@@ -164,6 +164,25 @@ int64_t row_stride(int64_t stride, const Args& args) {
     return kernel_row_stride(stride, args.rows, args.n);
 }
 
+// The arguments the plain and the quantized forward kernels share beyond their pointers: the
+// row strides (one per tensor here: the inner strides of two-level row addressing are 0), n,
+// eps and offset. A is the kernel family's argument enum (generated/kernel_abi.hpp), whose
+// shared slots carry the same names.
+template <typename A, typename Params>
+void set_forward_scalars(Params& p, const rmsnorm_forward_args& a, int64_t sx, int64_t sresidual,
+                         int64_t sy, int64_t sresidual_out) {
+    for (const auto& [outer, inner, stride] :
+         {std::tuple{A::kSxO, A::kSxI, sx}, std::tuple{A::kSresidualO, A::kSresidualI, sresidual},
+          std::tuple{A::kSyO, A::kSyI, sy},
+          std::tuple{A::kSresidualOutO, A::kSresidualOutI, sresidual_out}}) {
+        p.int32(outer, static_cast<int32_t>(stride));
+        p.int32(inner, 0);
+    }
+    p.int32(A::kN, static_cast<int32_t>(a.n));
+    p.float32(A::kEps, a.eps);
+    p.float32(A::kOffset, a.offset);
+}
+
 rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool fused) {
     rmsnorm_forward_args a;
     rmsnorm_status s = read_args(args, &a);
@@ -204,17 +223,7 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
     const size_t eb = element_bytes(a.x.dtype);
     using A = abi::ForwardArg;
     ForwardParams p;
-    // One row stride per tensor here: the inner strides of two-level row addressing are 0.
-    for (const auto& [outer, inner, stride] :
-         {std::tuple{A::kSxO, A::kSxI, sx}, std::tuple{A::kSresidualO, A::kSresidualI, sresidual},
-          std::tuple{A::kSyO, A::kSyI, sy},
-          std::tuple{A::kSresidualOutO, A::kSresidualOutI, sresidual_out}}) {
-        p.int32(outer, static_cast<int32_t>(stride));
-        p.int32(inner, 0);
-    }
-    p.int32(A::kN, static_cast<int32_t>(a.n));
-    p.float32(A::kEps, a.eps);
-    p.float32(A::kOffset, a.offset);
+    set_forward_scalars<A>(p, a, sx, sresidual, sy, sresidual_out);
     p.pointer(A::kW, ptr(a.weight != nullptr ? a.weight : x));
     // The rows of a launch, seen as rows 0..count-1 of tensors starting at row `first`.
     const auto place = [&](int64_t first, int64_t count) {
@@ -351,16 +360,7 @@ rmsnorm_status forward_quant(const rmsnorm_quant_args* args, CUstream stream) {
     const size_t eb = element_bytes(a.x.dtype);
     using A = abi::QuantForwardArg;
     QuantForwardParams p;
-    for (const auto& [outer, inner, stride] :
-         {std::tuple{A::kSxO, A::kSxI, sx}, std::tuple{A::kSresidualO, A::kSresidualI, sresidual},
-          std::tuple{A::kSyO, A::kSyI, sy},
-          std::tuple{A::kSresidualOutO, A::kSresidualOutI, sresidual_out}}) {
-        p.int32(outer, static_cast<int32_t>(stride));
-        p.int32(inner, 0);
-    }
-    p.int32(A::kN, static_cast<int32_t>(a.n));
-    p.float32(A::kEps, a.eps);
-    p.float32(A::kOffset, a.offset);
+    set_forward_scalars<A>(p, a, sx, sresidual, sy, sresidual_out);
     p.pointer(A::kW, ptr(a.weight));
     p.int32(A::kSsRow, static_cast<int32_t>(ss_row));
     p.int32(A::kSsCol, static_cast<int32_t>(ss_col));

@@ -1,22 +1,11 @@
 #include "quantize.hpp"
 
 #include <cmath>
-#include <cstring>
+
+#include "float_bits.hpp"
 
 namespace rmsnorm::detail {
 namespace {
-
-uint32_t bits_of(float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    return bits;
-}
-
-float float_of(uint32_t bits) {
-    float value;
-    std::memcpy(&value, &bits, sizeof value);
-    return value;
-}
 
 // An fp8 format's layout: mantissa bits and exponent bias.
 struct Fp8 {
