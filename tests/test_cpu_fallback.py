@@ -34,6 +34,24 @@ SCRIPT = textwrap.dedent("""
     want = torch.autograd.grad(reference.torch_rms_norm(xg, wg), (xg, wg), dy)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    # The quantized forward: the forward's recipe, then the quantizer's, unquantized or not.
+    for kw in ({}, dict(group_size=64, ue8m0=True), dict(scale=torch.tensor([0.02]))):
+        x64 = x[:, :256].contiguous()
+        q = rmsnorm.rms_norm_quant(x64, w[:256], return_unquantized=True, **kw)
+        y = rmsnorm.rms_norm(x64, w[:256])
+        want, scales = reference.quantize(y, torch.float8_e4m3fn, scale=kw.get("scale"),
+                                          group_size=kw.get("group_size"),
+                                          use_ue8m0=kw.get("ue8m0", False))
+        assert torch.equal(q.out.view(torch.uint8), want.view(torch.uint8))
+        assert torch.equal(q.scales, scales) and torch.equal(q.unquantized, y)
+        residual = r[:, :256].clone()
+        q = rmsnorm.fused_add_rms_norm_quant(x64, residual, w[:256], inplace=True, **kw)
+        y, s = rmsnorm.fused_add_rms_norm(x64, r[:, :256].clone(), w[:256])
+        assert q.residual_out is residual and torch.equal(residual, s)
+        want, _ = reference.quantize(y, torch.float8_e4m3fn, scale=kw.get("scale"),
+                                     group_size=kw.get("group_size"),
+                                     use_ue8m0=kw.get("ue8m0", False))
+        assert torch.equal(q.out.view(torch.uint8), want.view(torch.uint8))
     print("ok")
 """)
 

@@ -141,7 +141,7 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
         return out, scales, residual_out, unquantized
     if device.type == "cpu" and not ops.INTERPRETED:
         _recipe(x, residual, weight, eps, offset, casting_mode, quant_dtype, scale, group_size,
-                scale_ub, ue8m0, out, scales, residual_out, unquantized)
+                scale_ub, ue8m0, y_dtype, out, scales, residual_out, unquantized)
         return out, scales, residual_out, unquantized
 
     rows = x.numel() // n
@@ -190,19 +190,13 @@ def _launch_for(x, residual, weight, group_size, fused, launch):
 
 
 def _recipe(x, residual, weight, eps, offset, casting_mode, quant_dtype, scale, group_size,
-            scale_ub, ue8m0, out, scales, residual_out, unquantized):
-    """CPU without the interpreter: the contract's forward, then the quantizer's recipe."""
-    if residual is None:
-        y, _ = contract.contract_rms_norm(x, weight, eps, offset=offset,
-                                          casting_mode=casting_mode)
-    else:
-        y, residual_out_ref, _ = contract.contract_fused_add_rms_norm(
-            x, residual, weight, eps, offset=offset, casting_mode=casting_mode)
-        residual_out.copy_(residual_out_ref)
+            scale_ub, ue8m0, y_dtype, out, scales, residual_out, unquantized):
+    """CPU without the interpreter: the forward's recipe (ops._forward_recipe), then the
+    quantizer's."""
+    y = unquantized if unquantized is not None else ops.alloc(x.shape, y_dtype, x.device)
+    ops._forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, None)
     qv, s = quant_contract.quantize(y, quant_dtype, scale=scale, group_size=group_size,
                                     scale_ub=scale_ub, use_ue8m0=ue8m0)
     out.copy_(qv)
     if scale is None:
         scales.copy_(s)
-    if unquantized is not None:
-        unquantized.copy_(y)
