@@ -149,6 +149,6 @@ def _divide_fast(V, S, OUT, N, Q_DTYPE: tl.constexpr, SOFT_CONVERT: tl.constexpr
     m = offs < N
     v = tl.load(V + offs, mask=m, other=1.0)
     s = tl.load(S + offs, mask=m, other=1.0)
-    quotient = q.divide(v, s, tl.math.div_rn(1.0, s), False)
+    quotient = q.divide(v, s, tl.math.div_rn(1.0, s), True, False)
     tl.store(OUT + offs, q.quantize(quotient, 1.0, 1.0, q.STATIC, Q_DTYPE, SOFT_CONVERT),
              mask=m)

@@ -233,8 +233,11 @@ def _tile_rows(
         tl.store(RSTD + rows, rstd, mask=rows < rstd_rows)
         y_row = _row_start(rows, H, sy_o, sy_i, TWO_LEVEL)[:, None]
         if QUANT == q.TOKEN:
-            # The row's scale needs all of y first: y is formed twice (registers, no reload).
-            amax = tl.zeros((ROWS,), tl.float32)
+            # The row's scale needs all of y first: y is formed once and kept, in its own
+            # dtype (two 16-bit values to a register), for the pass that quantizes it. Its
+            # max is taken in that dtype too: exact, and packed on the GPU.
+            amax = tl.zeros((ROWS,), y_dtype)
+            ys = ()
             for k in tl.static_range(CHUNKS):
                 c = (k * BLOCK_N + cols)[None, :]
                 if HAS_W and W_RESIDENT:
@@ -243,21 +246,26 @@ def _tile_rows(
                     w = _weight_at(W, c, N, offset, HAS_W, ACC)
                 v = _widen(vs[k], ACC) if KEEP_STORED else vs[k]
                 y = round_to(_scale(v, rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16),
-                             y_dtype, SOFT_BF16).to(tl.float32)
-                amax = tl.maximum(amax, tl.max(q.abs_for_max(y), axis=1))
+                             y_dtype, SOFT_BF16)
+                amax = tl.maximum(amax, tl.max(q.abs_for_max(y, SOFT_BF16), axis=1))
+                ys = ys + (y,)
+            amax = amax.to(tl.float32)
             row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE)
             row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE)
             tl.store(SCALE + rows * ss_row, row_scale, mask=row_mask)
         for k in tl.static_range(CHUNKS):
             c = (k * BLOCK_N + cols)[None, :]
             mask = row_mask[:, None] & (c < N)
-            if HAS_W and W_RESIDENT:
-                w = ws[k]
+            if QUANT == q.TOKEN:
+                y = ys[k]
             else:
-                w = _weight_at(W, c, N, offset, HAS_W, ACC)
-            v = _widen(vs[k], ACC) if KEEP_STORED else vs[k]
-            y = round_to(_scale(v, rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16),
-                         y_dtype, SOFT_BF16)
+                if HAS_W and W_RESIDENT:
+                    w = ws[k]
+                else:
+                    w = _weight_at(W, c, N, offset, HAS_W, ACC)
+                v = _widen(vs[k], ACC) if KEEP_STORED else vs[k]
+                y = round_to(_scale(v, rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16),
+                             y_dtype, SOFT_BF16)
             if QUANT == q.NONE:
                 tl.store(Y + y_row + c, y, mask=mask)
             else:
@@ -297,7 +305,7 @@ def _quantize_groups(yf, rows, row_mask, col0, N, SCALE, ss_row, ss_col,
     tl.static_assert(BLOCK_N % GROUP_SIZE == 0)
     GROUPS: tl.constexpr = BLOCK_N // GROUP_SIZE
     g = tl.reshape(yf, (ROWS, GROUPS, GROUP_SIZE))
-    s = q.group_scale(tl.max(q.abs_for_max(g), axis=2), Q_DTYPE, ue8m0)
+    s = q.group_scale(tl.max(q.abs_for_max(g, SOFT), axis=2), Q_DTYPE, ue8m0)
     first = col0 // GROUP_SIZE + tl.arange(0, GROUPS)
     at = rows[:, None] * ss_row + first[None, :] * ss_col
     tl.store(SCALE + at, s, mask=row_mask[:, None] & (first * GROUP_SIZE < N)[None, :])
@@ -422,7 +430,8 @@ def _loop_rows(
                 v = tl.load(src_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
                 y = round_to(_scale(v, rstd, _weight_at(W, c, N, offset, HAS_W, ACC), norm_dtype,
                                     HAS_W, LLAMA, SOFT_BF16), y_dtype, SOFT_BF16)
-                amax = tl.maximum(amax, tl.max(q.abs_for_max(y.to(tl.float32)), axis=0))
+                amax = tl.maximum(amax, tl.max(q.abs_for_max(y.to(tl.float32), SOFT_BF16),
+                                                     axis=0))
             row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE)
             row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE)
             tl.store(SCALE + row * ss_row, row_scale)

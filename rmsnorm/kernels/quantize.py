@@ -37,10 +37,13 @@ def quant_max(Q_DTYPE: tl.constexpr):
 
 
 @triton.jit
-def abs_for_max(y):
-    """|y| for a max that starts at 0 and skips NaNs (the GPU's max reductions drop NaNs and
-    the interpreter's keep them: mapping them to 0 first gives one answer on both)."""
-    return tl.where(y != y, 0.0, tl.abs(y))
+def abs_for_max(y, SOFT: tl.constexpr):
+    """|y| for a max that starts at 0 and skips NaNs. The GPU's max reductions drop NaNs (as
+    fmaxf does); the interpreter's (SOFT) keep them, so there they are mapped to 0 first."""
+    if SOFT:
+        return tl.where(y != y, 0.0, tl.abs(y))
+    else:
+        return tl.abs(y)
 
 
 @triton.jit
@@ -79,20 +82,25 @@ def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0):
 
 
 @triton.jit
-def divide(yf, scale, inverse, SOFT: tl.constexpr):
+def divide(yf, scale, inverse, SIGNED_ZERO: tl.constexpr, SOFT: tl.constexpr):
     """yf / scale, correctly rounded, from inverse = 1 / scale (correctly rounded): one
     multiply and two FMAs (Markstein's correction) instead of an IEEE division per element,
-    which is too slow for a kernel that must keep up with HBM. q0 = y * inverse serves where
-    the correction cannot: a quotient past twice any format's largest value saturates
-    whatever its last bit; an infinite scale (inverse 0) makes y * 0 the quotient (0, or NaN
-    as for y / inf); a zero q0 carries the quotient's sign, which the correction's sum of
-    zeros would make +0 (-0 / s is -0: fp8 keeps the sign). The interpreter (SOFT) divides,
-    exactly, as it has no fused multiply-add."""
+    which is too slow for a kernel that must keep up with HBM. The correction is NaN exactly
+    where q0 = y * inverse is the answer: q0 infinite (the quotient overflows, q0 has its
+    sign), an infinite scale (inverse 0: y * 0 is y / inf), y NaN. SIGNED_ZERO (fp8 with a
+    positive scale): the quotient takes y's sign, which the correction's sum of zeros loses
+    for y = -0 (-0 / s is -0, and fp8 keeps the sign; int8 has no -0). The interpreter
+    (SOFT) divides, exactly, as it has no fused multiply-add."""
     if SOFT:
         return tl.math.div_rn(yf, scale)
     q0 = yf * inverse
-    q1 = tl.fma(tl.fma(-q0, scale, yf), inverse, q0)
-    return tl.where((inverse == 0.0) | (q0 == 0.0) | (tl.abs(q0) > 131072.0), q0, q1)
+    # -scale, not -q0: negated once per row or group rather than per element.
+    q1 = tl.fma(tl.fma(q0, -scale, yf), inverse, q0)
+    q1 = tl.where(q1 != q1, q0, q1)
+    if SIGNED_ZERO:
+        sign = yf.to(tl.uint32, bitcast=True) & 0x80000000
+        q1 = ((q1.to(tl.uint32, bitcast=True) & 0x7FFFFFFF) | sign).to(tl.float32, bitcast=True)
+    return q1
 
 
 @triton.jit
@@ -106,7 +114,7 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
     if (QUANT == _STATIC and not int8) or (QUANT == _TOKEN and int8):
         v = yf * inverse
     else:
-        v = divide(yf, scale, inverse, SOFT)
+        v = divide(yf, scale, inverse, not int8, SOFT)
     qmax = quant_max(Q_DTYPE)
     if int8:
         qmin = -128.0
@@ -115,7 +123,9 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
     # vLLM's clamps: fminf then fmaxf (NaN to the top) except in its group kernels, fmaxf
     # then fminf (NaN to the bottom); int8's saturating conversion (NaN to 0) in its static
     # and per-row kernels. The GPU's min and max drop NaNs as fminf and fmaxf do; the
-    # interpreter's keep them, so there NaNs are placed by hand.
+    # interpreter's keep them, so there NaNs are placed by hand. e4m3 exists on the GPU only
+    # where Triton converts to it with cvt.rn.satfinite (sm_89 on): that conversion saturates
+    # every finite value and infinity, so one clamp, the one that places NaN, is enough.
     if QUANT == _GROUP:
         nan_out = qmin
     elif int8:
@@ -124,6 +134,11 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
         nan_out = qmax
     if SOFT:
         v = tl.where(v != v, nan_out, tl.where(v > qmax, qmax, tl.where(v < qmin, qmin, v)))
+    elif Q_DTYPE == tl.float8e4nv:
+        if QUANT == _GROUP:
+            v = tl.maximum(v, qmin)
+        else:
+            v = tl.minimum(v, qmax)
     elif QUANT == _GROUP:
         v = tl.minimum(tl.maximum(v, qmin), qmax)
     elif int8:
