@@ -161,11 +161,12 @@ def max_tile(n):
         raise ValueError(f"max_tile must be a power of two >= 1, got {n}")
     table_launch = configs._launch
 
-    def capped(op, width, elem_bytes, streams, weight_bytes, arch, dtype):
+    def capped(op, width, elem_bytes, streams, weight_bytes, arch, dtype, quantized=None):
         group = configs.rules_for(op, elem_bytes, arch, dtype)
         rule = group[configs.rule_index(op, width, elem_bytes, arch, dtype)]
         if rule.path == "tile" and rule.block_n <= n:
-            return table_launch(op, width, elem_bytes, streams, weight_bytes, arch, dtype)
+            return table_launch(op, width, elem_bytes, streams, weight_bytes, arch, dtype,
+                                quantized)
         loop = group[-1]
         return configs.rule_launch(dataclasses.replace(loop, block_n=min(loop.block_n, n)),
                                    streams, weight_bytes, arch)

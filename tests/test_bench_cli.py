@@ -2,6 +2,7 @@
 Triton's interpreter or on the GPU: every op, eager peer and table column runs, so a GPU run
 does not die on plumbing. Timings are not checked; torch.compile peers are left out (slow)."""
 
+import dataclasses
 import itertools
 import json
 import re
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from rmsnorm.launch import configs
-from rmsnorm_tools import bench, sweep, table_gen
+from rmsnorm_tools import bench, quant_sweep, sweep, table_gen
 import helpers
 
 
@@ -303,3 +304,22 @@ def test_each_timed_single_call_waits_behind_its_flush_and_a_gpu_sleep(monkeypat
     for i in starts:
         assert log[i - 2:i + 3] == ["flush", ("sleep", bench.HOST_SLACK_CYCLES), "event",
                                     "call", "event"]
+
+
+def test_quant_sweep_times_the_tables_launch_and_its_variants(fake_timer, tmp_path, capsys):
+    path = tmp_path / "quant-sweep.json"
+    quant_sweep.main(["--op", "quant", "add_quant", "--modes", "token", "--shapes", "2x2048",
+                      "--json", str(path)])
+    cases = json.loads(path.read_text())
+    assert [(c["op"], c["mode"]) for c in cases] == [("quant", "token"), ("add_quant", "token")]
+    for case in cases:
+        fused = case["op"] == "add_quant"
+        table = configs.forward_launch(2048, 2, fused, 2, dtype="bf16")
+        assert case["rows"][0]["launch"] == dataclasses.asdict(table)
+        assert len(case["rows"]) > 1
+        for row in case["rows"]:
+            assert row["us"] > 0 and isinstance(row["same"], bool), row
+        derived = configs.forward_launch(2048, 2, fused, 2, dtype="bf16", quantized="rows")
+        assert [r["launch"] for r in case["rows"] if r["quantized"]] == \
+            [dataclasses.asdict(derived)]
+    assert capsys.readouterr().out.count("best of the same bits") == 2

@@ -86,3 +86,34 @@ def test_the_reduction_tile_depends_on_n_alone():
     for n in (1, 100, 4096, 65536, 1 << 20):
         block_p, block_c, _ = configs.reduce_launch(n)
         assert block_p * block_c == 8192 and 16 <= block_c <= 256
+
+
+def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
+    """quantized_rule changes what decides speed alone: rows per program (only where one row
+    spans every thread in whole vectors, so each thread keeps its columns), the weight's
+    residency and, with scales from the rows, programs per SM; tiles below
+    QUANTIZED_MIN_TILE and looped rows keep the table's launch."""
+    changed = 0
+    for rule in configs.rules():
+        if rule.op == "bwd":
+            continue
+        for row_scales in (False, True):
+            q = configs.quantized_rule(rule, row_scales)
+            same = ("path", "block_n", "chunks", "num_warps", "num_stages", "keep_stored",
+                    "max_n", "family")
+            assert all(getattr(q, f) == getattr(rule, f) for f in same), (rule, q)
+            if rule.path != "tile" or rule.block_n * rule.chunks < configs.QUANTIZED_MIN_TILE:
+                assert q == rule
+                continue
+            changed += 1
+            assert not q.w_resident
+            vec = 16 // rule.elem_bytes
+            assert q.rows == (1 if rule.block_n // vec >= 32 * rule.num_warps else rule.rows)
+            assert q.programs_per_sm == (
+                min(rule.programs_per_sm, configs.QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM)
+                if row_scales else rule.programs_per_sm)
+    assert changed
+    quantized = configs.forward_launch(4096, 2, True, 2, dtype="bf16", quantized="rows")
+    assert quantized.programs_per_sm <= configs.QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM
+    with pytest.raises(ValueError, match="'static' or 'rows'"):
+        configs.forward_launch(4096, 2, True, 2, quantized="token")

@@ -104,6 +104,35 @@ def test_matches_norm_then_quantizer(device, mode, quant_dtype, dtype, fused):
           **mode_kwargs(mode, quant_dtype, device))
 
 
+def _widths_with_their_own_launch():
+    """(op, dtype, n): each table row whose quantized launch differs from the plain forward's
+    (configs.quantized_rule: one row per program, the weight re-read, fewer programs), at its
+    widest."""
+    out = []
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "fp16"),
+                        (torch.float32, "fp32")):
+        for op in ("fwd", "add"):
+            for rule in configs.rules_for(op, dtype.itemsize, configs.DEFAULT_ARCH, name):
+                if rule.max_n and configs.quantized_rule(rule, row_scales=True) != rule:
+                    out.append((op, dtype, rule.max_n))
+    return out
+
+
+@pytest.mark.parametrize("op,dtype,n", _widths_with_their_own_launch(), ids=str)
+def test_a_launch_of_its_own_quantizes_the_plain_forwards_bits(device, op, dtype, n):
+    """Where the quantized forward takes a launch other than the plain forward's, its rows
+    are still summed as the plain forward sums them: y and the scales are its bits."""
+    if device == "cpu" and n > 2048:
+        pytest.skip("wide rows under the interpreter: the GPU run covers them")
+    seed = seed_of("quant-own-launch", op, dtype, n)
+    x = randn((5, n), dtype, device, seed, scale=2.0)
+    residual = randn((5, n), dtype, device, seed + 1) if op == "add" else None
+    w = weight_for(n, dtype, device, seed)
+    for mode, quant_dtype in (("static", torch.float8_e4m3fn), ("token", torch.float8_e4m3fn),
+                              ("token", torch.int8), ("group64", torch.float8_e4m3fn)):
+        check(x, w, residual, quant_dtype, **mode_kwargs(mode, quant_dtype, device))
+
+
 @pytest.mark.parametrize("casting_mode", ["llama", "gemma"])
 @pytest.mark.parametrize("mode", ["static", "token", "group128-ue8m0"])
 def test_casting_modes_and_fp32_weights(device, casting_mode, mode):

@@ -2,7 +2,8 @@
 their y (and rstd) are the plain forward's bits: Triton reduces in the layout its layout
 passes give the row, and a one-byte store would pull 16 elements into each thread (another
 order, y off by an ulp). Compiled for sm_90 on the CPU, as the AOT build compiles librmsnorm's
-kernels, in a child process (the session may run Triton's interpreter)."""
+kernels, in a child process (the session may run Triton's interpreter). The widths include
+rows whose quantized launch differs from the plain one (configs.quantized_rule)."""
 
 import json
 import subprocess
@@ -23,11 +24,14 @@ def reduce_layout(spec):
     layouts = dict(re.findall(r"^(#\w+) = (.*)$", ttgir, re.M))
     first = next(re.search(r"\(tensor<([^,]+), (#\w+)>\)", line) for line in ttgir.splitlines()
                  if line.strip().startswith("})") and "tensor" in line)
-    return [first.group(1), layouts.get(first.group(2), first.group(2))]
+    # The tile's columns and the layout (rows per program may differ: configs.quantized_rule
+    # takes one row where a row alone spans every thread, which leaves the columns' order).
+    return [first.group(1).split("x")[-2], layouts.get(first.group(2), first.group(2))]
 
 out = []
 for dtype, n, op in (("bf16", 384, "fwd"), ("f16", 4096, "add"), ("bf16", 7168, "fwd"),
-                     ("bf16", 65536 * 2, "fwd")):
+                     ("bf16", 65536 * 2, "fwd"), ("bf16", 2048, "fwd"), ("f32", 1536, "fwd"),
+                     ("f16", 3072, "add"), ("bf16", 32768, "fwd")):
     eb = aot.ELEM_BYTES[dtype]
     variant = configs.rule_index(op, n, eb, 90, aot.TABLE_DTYPES[dtype])
     plain = aot.Spec(op, dtype, True, True, variant=variant)

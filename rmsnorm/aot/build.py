@@ -178,6 +178,8 @@ def _launch(spec, arch):
 
     wb = ELEM_BYTES[spec.dtype] if spec.has_w else 0
     rule = table_rows(spec.op, spec.dtype, arch)[spec.variant]
+    if spec.quant:
+        rule = configs.quantized_rule(rule, row_scales=spec.quant != 1)  # 1: static
     fused = spec.op == "add" or spec.has_dresidual
     return configs.rule_launch(rule, configs.streams(spec.op, fused), wb, arch)
 

@@ -213,13 +213,15 @@ def streams(op: str, fused: bool) -> int:
 
 
 def forward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
-                   arch: int = DEFAULT_ARCH, dtype: typing.Optional[str] = None) -> Launch:
+                   arch: int = DEFAULT_ARCH, dtype: typing.Optional[str] = None,
+                   quantized: typing.Optional[str] = None) -> Launch:
     """The launch for rows of n elements of elem_bytes bytes (the widest of x and residual),
     all of `dtype` (a DTYPE_BYTES name; None when they differ), plain or fused-add forward;
     weight_bytes is the weight's element size (0: no weight); arch the GPU's compute
-    capability (major * 10 + minor)."""
+    capability (major * 10 + minor); quantized: the quantized forward's launch, for scales
+    "static" or from the rows ("rows"; quantized_rule)."""
     op = "add" if fused else "fwd"
-    return _launch(op, n, elem_bytes, streams(op, fused), weight_bytes, arch, dtype)
+    return _launch(op, n, elem_bytes, streams(op, fused), weight_bytes, arch, dtype, quantized)
 
 
 def backward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
@@ -240,6 +242,37 @@ def rule_index(op: str, n: int, elem_bytes: int, arch: int = DEFAULT_ARCH,
     return len(group) - 1
 
 
+# The narrowest tile (block_n x chunks) quantized_rule changes.
+QUANTIZED_MIN_TILE = 2048
+# The most programs per SM of a quantized forward whose scales come from its rows (per token
+# or per group).
+QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM = 8
+
+
+def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
+    """The quantized forward's form of a forward table row; row_scales: its scales come from
+    the rows (per token, per group), not given (static). Its kernels hold more per element
+    than the plain forward's (the row's max, its scale, the quotient), so the weight is
+    re-read per row (from L1) rather than held in registers, and a tile takes one row where
+    a row alone spans every thread of the program in whole 16-byte vectors; with row scales,
+    at most QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM programs per SM, each walking more rows with
+    the next row's loads in flight while it quantizes one. None of this changes which thread
+    adds which squares, nor in what order: the row's 1/rms, and so y, stay the plain
+    forward's bit for bit (which the quantized output must quantize). Measured on the H200
+    at 2^26 elements (bf16 to e4m3, 2026-12-03, docs/PERFORMANCE.md "Quantized output":
+    rmsnorm_tools.quant_sweep): the fused add at 4096-8192 columns +8 to +25 points of copy,
+    the forward at 2048 +2 to +13 (the table's own rows were tuned for the plain forward
+    only). Narrower tiles, where the table holds many rows per program, keep the table's
+    launch (not measured)."""
+    if rule.path != "tile" or rule.block_n * rule.chunks < QUANTIZED_MIN_TILE:
+        return rule
+    vec = 16 // rule.elem_bytes
+    rows = 1 if rule.block_n >= 32 * rule.num_warps * vec else rule.rows
+    per_sm = min(rule.programs_per_sm, QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM) if row_scales \
+        else rule.programs_per_sm
+    return dataclasses.replace(rule, rows=rows, w_resident=False, programs_per_sm=per_sm)
+
+
 def rule_launch(rule: Rule, streams: int, weight_bytes: int,
                 arch: int = DEFAULT_ARCH) -> Launch:
     """The launch of a table row: its pipelining depth cut to the arch's shared memory for
@@ -256,8 +289,12 @@ def rule_launch(rule: Rule, streams: int, weight_bytes: int,
 
 
 @functools.lru_cache(maxsize=4096)  # on every call's path: keep the table walk off it
-def _launch(op, n, elem_bytes, streams, weight_bytes, arch, dtype):
+def _launch(op, n, elem_bytes, streams, weight_bytes, arch, dtype, quantized=None):
     rule = rules_for(op, elem_bytes, arch, dtype)[rule_index(op, n, elem_bytes, arch, dtype)]
+    if quantized is not None:
+        if quantized not in ("static", "rows"):
+            raise ValueError(f"quantized is {quantized!r}: 'static' or 'rows'")
+        rule = quantized_rule(rule, quantized == "rows")
     return rule_launch(rule, streams, weight_bytes, arch)
 
 

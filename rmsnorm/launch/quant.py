@@ -153,7 +153,7 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
     flags = (("QUANT", how), ("Q_DTYPE", TRITON_DTYPES[quant_dtype]),
              ("GROUP_SIZE", group_size or 0))
     epilogue = Epilogue(flags, scales, scale_ub, unquantized, groups, transposed_scales, ue8m0)
-    launch = _launch_for(x, residual, weight, group_size, fused, launch)
+    launch = _launch_for(x, residual, weight, how, group_size, fused, launch)
     # y's place in the forward: out (its bits as uint8 where the interpreter has no fp8).
     y = out.view(torch.uint8) if soft_fp8 else out
     if unquantized is None:
@@ -166,9 +166,10 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
     return out, scales, residual_out, unquantized
 
 
-def _launch_for(x, residual, weight, group_size, fused, launch):
-    """The forward's launch from the table (tile or looped: the quantized kernels have no
-    split forward), or the caller's; a group must not straddle two tiles."""
+def _launch_for(x, residual, weight, how, group_size, fused, launch):
+    """The forward's launch from the table in its quantized form (configs.quantized_rule;
+    tile or looped: the quantized kernels have no split forward), or the caller's; a group
+    must not straddle two tiles."""
     from rmsnorm.launch import configs
 
     n = x.shape[-1]
@@ -181,7 +182,7 @@ def _launch_for(x, residual, weight, group_size, fused, launch):
         launch = configs.forward_launch(
             n, max(x.element_size(), residual.element_size() if fused else 0), fused,
             weight.element_size() if weight is not None else 0, ops._arch(x.device),
-            ops._table_dtype(x, residual))
+            ops._table_dtype(x, residual), quantized="static" if how == q.STATIC else "rows")
     if group_size and launch.block_n % group_size:
         raise NotImplementedError(f"rmsnorm: the launch of width {n} ({launch}) has tiles of "
                                   f"{launch.block_n} columns, not a multiple of group_size "
