@@ -240,13 +240,8 @@ def _tile_rows(
             ys = ()
             for k in tl.static_range(CHUNKS):
                 c = (k * BLOCK_N + cols)[None, :]
-                if HAS_W and W_RESIDENT:
-                    w = ws[k]
-                else:
-                    w = _weight_at(W, c, N, offset, HAS_W, ACC)
-                v = _widen(vs[k], ACC) if KEEP_STORED else vs[k]
-                y = round_to(_scale(v, rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16),
-                             y_dtype, SOFT_BF16)
+                y = _tile_y(vs[k], ws, k, W, c, N, offset, rstd, norm_dtype, y_dtype, HAS_W,
+                            W_RESIDENT, KEEP_STORED, LLAMA, ACC, SOFT_BF16)
                 amax = tl.maximum(amax, tl.max(q.abs_for_max(y, SOFT_BF16), axis=1))
                 ys = ys + (y,)
             amax = amax.to(tl.float32)
@@ -259,13 +254,8 @@ def _tile_rows(
             if QUANT == q.TOKEN:
                 y = ys[k]
             else:
-                if HAS_W and W_RESIDENT:
-                    w = ws[k]
-                else:
-                    w = _weight_at(W, c, N, offset, HAS_W, ACC)
-                v = _widen(vs[k], ACC) if KEEP_STORED else vs[k]
-                y = round_to(_scale(v, rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16),
-                             y_dtype, SOFT_BF16)
+                y = _tile_y(vs[k], ws, k, W, c, N, offset, rstd, norm_dtype, y_dtype, HAS_W,
+                            W_RESIDENT, KEEP_STORED, LLAMA, ACC, SOFT_BF16)
             if QUANT == q.NONE:
                 tl.store(Y + y_row + c, y, mask=mask)
             else:
@@ -284,6 +274,22 @@ def _tile_rows(
                 # would then reach back to the sum of squares, summed in another order than
                 # the plain kernel's (rstd, and so y, off by an ulp). Capped at the loads'.
                 tl.store(Y + y_row + tl.max_contiguous(c, [1, LOAD_VEC]), out, mask=mask)
+
+
+@triton.jit
+def _tile_y(kept, ws, k: tl.constexpr, W, c, N, offset, rstd, norm_dtype: tl.constexpr,
+            y_dtype: tl.constexpr, HAS_W: tl.constexpr, W_RESIDENT: tl.constexpr,
+            KEEP_STORED: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
+            SOFT_BF16: tl.constexpr):
+    """Chunk k's y, in y_dtype, from its kept input (as loaded when KEEP_STORED), the rows'
+    1/rms and the weight (held in ws when W_RESIDENT)."""
+    if HAS_W and W_RESIDENT:
+        w = ws[k]
+    else:
+        w = _weight_at(W, c, N, offset, HAS_W, ACC)
+    v = _widen(kept, ACC) if KEEP_STORED else kept
+    return round_to(_scale(v, rstd[:, None], w, norm_dtype, HAS_W, LLAMA, SOFT_BF16), y_dtype,
+                    SOFT_BF16)
 
 
 @triton.jit
