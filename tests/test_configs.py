@@ -1,5 +1,7 @@
 """The launch table: one rule per shape class, the path switch, and the grid."""
 
+import dataclasses
+
 import pytest
 
 from rmsnorm.launch import configs
@@ -91,9 +93,10 @@ def test_the_reduction_tile_depends_on_n_alone():
 def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
     """quantized_rule changes what decides speed alone: rows per program (only where one row
     spans every thread in whole vectors, so each thread keeps its columns), the weight's
-    residency and, with scales from the rows, programs per SM; tiles below
-    QUANTIZED_MIN_TILE and looped rows keep the table's launch."""
-    changed = 0
+    residency, with scales from the rows programs per SM, and registers; tiles below
+    QUANTIZED_MIN_TILE and looped rows keep the table's launch; static 2-byte tiles of
+    QUANTIZED_STATIC_WIDE_TILE columns get a register cap."""
+    changed = capped = 0
     for rule in configs.rules():
         if rule.op == "bwd":
             continue
@@ -112,7 +115,23 @@ def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
             assert q.programs_per_sm == (
                 min(rule.programs_per_sm, configs.QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM)
                 if row_scales else rule.programs_per_sm)
-    assert changed
+            wide = rule.elem_bytes == 2 and \
+                rule.block_n * rule.chunks == configs.QUANTIZED_STATIC_WIDE_TILE
+            launch = configs.quantized_launch(rule, row_scales, 1, 2)
+            assert launch == dataclasses.replace(configs.rule_launch(q, 1, 2),
+                                                 max_registers=launch.max_registers)
+            assert launch.max_registers == (
+                0 if row_scales or not wide else
+                configs.QUANTIZED_STATIC_REGISTERS.get(launch.num_warps, 0))
+            capped += bool(launch.max_registers)
+    assert changed and capped
+    # The cap reaches the launch and the compile options; the plain forward has none.
+    static = configs.forward_launch(16384, 2, False, 2, dtype="bf16", quantized="static")
+    assert static.max_registers == configs.QUANTIZED_STATIC_REGISTERS[static.num_warps]
+    assert configs.compile_options(True, static.max_registers)["maxnreg"] == \
+        static.max_registers
+    assert configs.forward_launch(16384, 2, False, 2, dtype="bf16").max_registers == 0
+    assert "maxnreg" not in configs.compile_options(True)
     quantized = configs.forward_launch(4096, 2, True, 2, dtype="bf16", quantized="rows")
     assert quantized.programs_per_sm <= configs.QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM
     with pytest.raises(ValueError, match="'static' or 'rows'"):

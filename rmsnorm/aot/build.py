@@ -178,10 +178,12 @@ def _launch(spec, arch):
 
     wb = ELEM_BYTES[spec.dtype] if spec.has_w else 0
     rule = table_rows(spec.op, spec.dtype, arch)[spec.variant]
-    if spec.quant:
-        rule = configs.quantized_rule(rule, row_scales=spec.quant != 1)  # 1: static
     fused = spec.op == "add" or spec.has_dresidual
-    return configs.rule_launch(rule, configs.streams(spec.op, fused), wb, arch)
+    streams = configs.streams(spec.op, fused)
+    if spec.quant:
+        row_scales = QUANT_MODES[spec.quant] != "static"
+        return configs.quantized_launch(rule, row_scales, streams, wb, arch)
+    return configs.rule_launch(rule, streams, wb, arch)
 
 
 def _signature(spec, arch):
@@ -254,8 +256,9 @@ def _compile_inputs(spec, arch):
     aligned = (pointers if spec.align >= ALIGN_PTR else set()) | \
         (ints if spec.align == ALIGN_VEC else set())
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    cap = 0 if spec.op == "reduce" else _launch(spec, arch).max_registers
     options = dict(num_warps=warps, num_stages=stages,
-                   **configs.compile_options(spec.align == ALIGN_VEC))
+                   **configs.compile_options(spec.align == ALIGN_VEC, cap))
     return kernel, dict(signature=types, constexprs=consts, attrs=attrs), options
 
 

@@ -62,7 +62,7 @@ PDL_MIN_ARCH = 90
 SPLIT_FORWARD_SM_DIVISOR = {"fwd": 2, "add": 4}
 
 
-def compile_options(vectorised: bool) -> dict:
+def compile_options(vectorised: bool, max_registers: int = 0) -> dict:
     """Compiler options of a kernel, the same on every path. A reduction whose threads hold
     one element of the row each (the unvectorised kernels) starts by adding a lane's product
     to its partner's, and FMA contraction fuses each lane's own product in, so the lanes that
@@ -70,8 +70,11 @@ def compile_options(vectorised: bool) -> dict:
     at random; compute-sanitizer reports the race). Those kernels are compiled without it.
     Vectorised kernels sum several elements per thread first (fused or not, in one fixed
     order) and only then across lanes: they keep FMAs, which small rows need (n = 128 is
-    ~20% slower without them)."""
-    return {"enable_fp_fusion": vectorised}
+    ~20% slower without them). max_registers: Launch.max_registers (0: no cap)."""
+    options = {"enable_fp_fusion": vectorised}
+    if max_registers:
+        options["maxnreg"] = max_registers
+    return options
 
 
 def waits_on_prior_grid(arch: int) -> bool:
@@ -113,6 +116,9 @@ class Launch:
     # to a register, and widened again there, rather than held in fp32: half the registers,
     # which lets a row of 65536 bf16 values stay in one program's registers (read once).
     keep_stored: bool = False
+    # Registers a thread may take (Triton's maxnreg; 0: ptxas chooses): a cap that lets more
+    # programs share an SM, set by quantized_rule only (the sweep does not vary it).
+    max_registers: int = 0
 
     def grid(self, m: int, sm_count: int) -> int:
         """Number of programs for m rows on a device with sm_count multiprocessors."""
@@ -247,6 +253,15 @@ QUANTIZED_MIN_TILE = 2048
 # The most programs per SM of a quantized forward whose scales come from its rows (per token
 # or per group).
 QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM = 8
+# Static quantization of 2-byte rows in tiles of this many columns: registers a thread, by
+# warps per program,
+# that let three programs of 8 warps or two of 16 share an SM, as the plain forward's do
+# (ptxas gives the static kernel 95 and 85 registers unbounded; at these caps it spills
+# nothing, and 8 bytes at 64). Measured on the H200 (2026-12-03, bf16 -> e4m3, 4096 x 16384):
+# forward 66.0 -> 77.6% of copy, fused add 73.0 -> 92.6%. The per-token and per-group kernels
+# spill heavily at any such cap (34 -> 9-16%): none for them.
+QUANTIZED_STATIC_WIDE_TILE = 16384
+QUANTIZED_STATIC_REGISTERS = {8: 80, 16: 64}
 
 
 def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
@@ -256,7 +271,8 @@ def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
     re-read per row (from L1) rather than held in registers, and a tile takes one row where
     a row alone spans every thread of the program in whole 16-byte vectors; with row scales,
     at most QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM programs per SM, each walking more rows with
-    the next row's loads in flight while it quantizes one. None of this changes which thread
+    the next row's loads in flight while it quantizes one (quantized_launch adds a register
+    cap). None of this changes which thread
     adds which squares, nor in what order: the row's 1/rms, and so y, stay the plain
     forward's bit for bit (which the quantized output must quantize). Measured on the H200
     at 2^26 elements (bf16 to e4m3, 2026-12-03, docs/PERFORMANCE.md "Quantized output":
@@ -271,6 +287,19 @@ def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
     per_sm = min(rule.programs_per_sm, QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM) if row_scales \
         else rule.programs_per_sm
     return dataclasses.replace(rule, rows=rows, w_resident=False, programs_per_sm=per_sm)
+
+
+def quantized_launch(rule: Rule, row_scales: bool, streams: int, weight_bytes: int,
+                     arch: int = DEFAULT_ARCH) -> Launch:
+    """The quantized forward's launch of a forward table row (row_scales as quantized_rule's):
+    quantized_rule's, and for static scales of 2-byte rows in tiles of
+    QUANTIZED_STATIC_WIDE_TILE columns (the only ones measured) the register cap of
+    QUANTIZED_STATIC_REGISTERS."""
+    launch = rule_launch(quantized_rule(rule, row_scales), streams, weight_bytes, arch)
+    capped = not row_scales and launch.path == "tile" and rule.elem_bytes == 2 and \
+        launch.block_n * launch.chunks == QUANTIZED_STATIC_WIDE_TILE
+    cap = QUANTIZED_STATIC_REGISTERS.get(launch.num_warps, 0) if capped else 0
+    return dataclasses.replace(launch, max_registers=cap)
 
 
 def rule_launch(rule: Rule, streams: int, weight_bytes: int,
@@ -291,11 +320,11 @@ def rule_launch(rule: Rule, streams: int, weight_bytes: int,
 @functools.lru_cache(maxsize=4096)  # on every call's path: keep the table walk off it
 def _launch(op, n, elem_bytes, streams, weight_bytes, arch, dtype, quantized=None):
     rule = rules_for(op, elem_bytes, arch, dtype)[rule_index(op, n, elem_bytes, arch, dtype)]
-    if quantized is not None:
-        if quantized not in ("static", "rows"):
-            raise ValueError(f"quantized is {quantized!r}: 'static' or 'rows'")
-        rule = quantized_rule(rule, quantized == "rows")
-    return rule_launch(rule, streams, weight_bytes, arch)
+    if quantized is None:
+        return rule_launch(rule, streams, weight_bytes, arch)
+    if quantized not in ("static", "rows"):
+        raise ValueError(f"quantized is {quantized!r}: 'static' or 'rows'")
+    return quantized_launch(rule, quantized == "rows", streams, weight_bytes, arch)
 
 
 def reduce_launch(n: int):

@@ -330,8 +330,8 @@ def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
     else:
         kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
     pointers = 9 if quant_flags else 6
-    return (_prepare(kernel, grid, pointers, flags, launch.num_warps, (n, *sizes[4:])), sizes,
-            _as_twin(plan, n))
+    return (_prepare(kernel, grid, pointers, flags, launch.num_warps, (n, *sizes[4:]),
+                     launch.max_registers), sizes, _as_twin(plan, n))
 
 
 def backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama", dresidual=None,
@@ -511,13 +511,13 @@ def _reduce_spec(n, partial_dtype, dw_dtype, device):
                          PDL=_pdl(device)), warps, (n,))
 
 
-def _prepare(kernel, grid, n_pointers, flags, num_warps, ints):
+def _prepare(kernel, grid, n_pointers, flags, num_warps, ints, max_registers=0):
     """ints: the int arguments Triton specializes on (n and the row strides)."""
     # Constexprs in the kernel's parameter order: the compiled launcher takes them so.
     constexprs = {name: flags[name] for name in kernel.arg_names if name in flags}
     assert len(constexprs) == len(flags), "a flag is not a parameter of the kernel"
     return Prepared(kernel, grid, n_pointers, constexprs, num_warps,
-                    all(v % 16 == 0 for v in ints))
+                    all(v % 16 == 0 for v in ints), max_registers)
 
 
 # The launch table's names of the dtypes it may hold rows of their own for (configs.Rule).

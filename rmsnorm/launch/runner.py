@@ -21,7 +21,8 @@ from rmsnorm.launch.configs import compile_options
 
 
 class Prepared:
-    def __init__(self, kernel, grid, n_pointers, constexprs, num_warps, ints_divisible):
+    def __init__(self, kernel, grid, n_pointers, constexprs, num_warps, ints_divisible,
+                 max_registers=0):
         self.kernel = kernel
         self.grid = (grid,)
         self.n_pointers = n_pointers
@@ -30,6 +31,7 @@ class Prepared:
         # The specialized int arguments (n, strides) all multiples of 16: with 16-byte aligned
         # pointers, the JIT compiles a vectorised kernel (rmsnorm.launch.configs.compile_options).
         self.ints_divisible = ints_divisible
+        self.max_registers = max_registers  # configs.Launch.max_registers
         self.compiled = {}
         self.direct = not isinstance(kernel, InterpretedFunction)
 
@@ -43,7 +45,7 @@ class Prepared:
         if launch is not None:
             launch(*args, *self.constexprs.values())
             return
-        options = compile_options(self.ints_divisible and all(aligned))
+        options = compile_options(self.ints_divisible and all(aligned), self.max_registers)
         compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps,
                                           **options)
         if hasattr(compiled, "packed_metadata"):  # a CompiledKernel, not a wrapper's result
