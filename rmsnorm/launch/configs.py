@@ -117,7 +117,7 @@ class Launch:
     # which lets a row of 65536 bf16 values stay in one program's registers (read once).
     keep_stored: bool = False
     # Registers a thread may take (Triton's maxnreg; 0: ptxas chooses): a cap that lets more
-    # programs share an SM, set by quantized_rule only (the sweep does not vary it).
+    # programs share an SM, set by quantized_launch only (the sweep does not vary it).
     max_registers: int = 0
 
     def grid(self, m: int, sm_count: int) -> int:
@@ -254,10 +254,9 @@ QUANTIZED_MIN_TILE = 2048
 # or per group).
 QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM = 8
 # Static quantization of 2-byte rows in tiles of this many columns: registers a thread, by
-# warps per program,
-# that let three programs of 8 warps or two of 16 share an SM, as the plain forward's do
-# (ptxas gives the static kernel 95 and 85 registers unbounded; at these caps it spills
-# nothing, and 8 bytes at 64). Measured on the H200 (2026-12-03, bf16 -> e4m3, 4096 x 16384):
+# warps per program, that let three programs of 8 warps or two of 16 share an SM, as the
+# plain forward's do (ptxas gives the static kernel 95 and 85 registers unbounded; at these
+# caps it spills 0-16 bytes). Measured on the H200 (2026-12-03, bf16 -> e4m3, 4096 x 16384):
 # forward 66.0 -> 77.6% of copy, fused add 73.0 -> 92.6%. The per-token and per-group kernels
 # spill heavily at any such cap (34 -> 9-16%): none for them.
 QUANTIZED_STATIC_WIDE_TILE = 16384
@@ -272,9 +271,9 @@ def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
     a row alone spans every thread of the program in whole 16-byte vectors; with row scales,
     at most QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM programs per SM, each walking more rows with
     the next row's loads in flight while it quantizes one (quantized_launch adds a register
-    cap). None of this changes which thread
-    adds which squares, nor in what order: the row's 1/rms, and so y, stay the plain
-    forward's bit for bit (which the quantized output must quantize). Measured on the H200
+    cap). None of this changes which thread adds which squares, nor in what order: the row's
+    1/rms, and so y, stay the plain forward's bit for bit (which the quantized output must
+    quantize). Measured on the H200
     at 2^26 elements (bf16 to e4m3, 2026-12-03, docs/PERFORMANCE.md "Quantized output":
     rmsnorm_tools.quant_sweep): the fused add at 4096-8192 columns +8 to +25 points of copy,
     the forward at 2048 +2 to +13 (the table's own rows were tuned for the plain forward
