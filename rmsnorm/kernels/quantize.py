@@ -88,19 +88,19 @@ def divide(yf, scale, inverse, SIGNED_ZERO: tl.constexpr, SOFT: tl.constexpr):
     which is too slow for a kernel that must keep up with HBM. The correction is NaN exactly
     where q0 = y * inverse is the answer: q0 infinite (the quotient overflows, q0 has its
     sign), an infinite scale (inverse 0: y * 0 is y / inf), y NaN. SIGNED_ZERO (fp8 with a
-    positive scale): the quotient takes y's sign, which the correction's sum of zeros loses
-    for y = -0 (-0 / s is -0, and fp8 keeps the sign; int8 has no -0). The interpreter
-    (SOFT) divides, exactly, as it has no fused multiply-add."""
+    positive scale): a zero correction takes q0 instead, which has the quotient's sign (the
+    correction's sum of zeros makes -0 / s +0; fp8 keeps the sign, int8 has no -0), and is
+    within an ulp of a quotient that rounds to zero: both are 0 in any 8-bit format. (Copying
+    y's sign bit instead kept y alive past the FMAs: 40-60 more registers a thread.) The
+    interpreter (SOFT) divides, exactly, as it has no fused multiply-add."""
     if SOFT:
         return tl.math.div_rn(yf, scale)
     q0 = yf * inverse
     # -scale, not -q0: negated once per row or group rather than per element.
     q1 = tl.fma(tl.fma(q0, -scale, yf), inverse, q0)
-    q1 = tl.where(q1 != q1, q0, q1)
     if SIGNED_ZERO:
-        sign = yf.to(tl.uint32, bitcast=True) & 0x80000000
-        q1 = ((q1.to(tl.uint32, bitcast=True) & 0x7FFFFFFF) | sign).to(tl.float32, bitcast=True)
-    return q1
+        return tl.where((q1 != q1) | (q1 == 0.0), q0, q1)
+    return tl.where(q1 != q1, q0, q1)
 
 
 @triton.jit
