@@ -262,10 +262,11 @@ def _tile_rows(
                 tl.store(UNQ + y_row + c, y, mask=mask & (store_unq != 0))
                 yf = y.to(tl.float32)
                 if QUANT == q.STATIC:
-                    out = q.quantize(yf, static_scale, static_inverse, QUANT, Q_DTYPE, SOFT_BF16)
+                    out = q.quantize(yf, static_scale, static_inverse, QUANT, Q_DTYPE, SOFT_BF16,
+                                     True)
                 elif QUANT == q.TOKEN:
                     out = q.quantize(yf, row_scale[:, None], row_inverse[:, None], QUANT, Q_DTYPE,
-                                     SOFT_BF16)
+                                     SOFT_BF16, has_ub)
                 else:
                     out = _quantize_groups(yf, rows, row_mask, k * BLOCK_N, N, SCALE, ss_row,
                                            ss_col, ROWS, BLOCK_N, GROUP_SIZE, Q_DTYPE,
@@ -316,7 +317,7 @@ def _quantize_groups(yf, rows, row_mask, col0, N, SCALE, ss_row, ss_col,
     at = rows[:, None] * ss_row + first[None, :] * ss_col
     tl.store(SCALE + at, s, mask=row_mask[:, None] & (first * GROUP_SIZE < N)[None, :])
     inverse = tl.math.div_rn(1.0, s)
-    out = q.quantize(g, s[:, :, None], inverse[:, :, None], q.GROUP, Q_DTYPE, SOFT)
+    out = q.quantize(g, s[:, :, None], inverse[:, :, None], q.GROUP, Q_DTYPE, SOFT, False)
     return tl.reshape(out, (ROWS, BLOCK_N))
 
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
@@ -456,9 +457,11 @@ def _loop_rows(
                 tl.store(UNQ + y_at + c, y, mask=m & (store_unq != 0))
                 yf = y.to(tl.float32)
                 if QUANT == q.STATIC:
-                    out = q.quantize(yf, static_scale, static_inverse, QUANT, Q_DTYPE, SOFT_BF16)
+                    out = q.quantize(yf, static_scale, static_inverse, QUANT, Q_DTYPE, SOFT_BF16,
+                                     True)
                 elif QUANT == q.TOKEN:
-                    out = q.quantize(yf, row_scale, row_inverse, QUANT, Q_DTYPE, SOFT_BF16)
+                    out = q.quantize(yf, row_scale, row_inverse, QUANT, Q_DTYPE, SOFT_BF16,
+                                     has_ub)
                 else:
                     out = tl.reshape(
                         _quantize_groups(yf[None, :], row + tl.zeros((1,), tl.int64),

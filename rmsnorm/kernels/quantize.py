@@ -82,39 +82,55 @@ def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0):
 
 
 @triton.jit
-def divide(yf, scale, inverse, SIGNED_ZERO: tl.constexpr, SOFT: tl.constexpr):
-    """yf / scale, correctly rounded, from inverse = 1 / scale (correctly rounded): one
-    multiply and two FMAs (Markstein's correction) instead of an IEEE division per element,
-    which is too slow for a kernel that must keep up with HBM. The correction is NaN exactly
-    where q0 = y * inverse is the answer: q0 infinite (the quotient overflows, q0 has its
-    sign), an infinite scale (inverse 0: y * 0 is y / inf), y NaN. SIGNED_ZERO (fp8 with a
-    positive scale): a zero correction takes q0 instead, which has the quotient's sign (the
-    correction's sum of zeros makes -0 / s +0; fp8 keeps the sign, int8 has no -0), and is
-    within an ulp of a quotient that rounds to zero: both are 0 in any 8-bit format. (Copying
-    y's sign bit instead kept y alive past the FMAs: 40-60 more registers a thread.) The
-    interpreter (SOFT) divides, exactly, as it has no fused multiply-add."""
+def divide(yf, scale, inverse, OVERFLOWS: tl.constexpr, SOFT: tl.constexpr):
+    """yf / scale, correctly rounded, from inverse = 1 / scale (correctly rounded): a multiply
+    and Markstein's two FMAs instead of an IEEE division per element, which is too slow for a
+    kernel that must keep up with HBM. The correction is formed negated, -(q0 + r * inverse)
+    as -r * inverse - q0 (the negations are operand modifiers, free): where it adds zeros, the
+    sum takes -q0's sign, so -0 / s stays -0 (fp8 keeps the sign) with no select. The
+    remainder takes the scale at most FLT_MAX, per row or group: an infinite scale (inverse
+    0) leaves q0 = y * 0, the quotient, and a correction of zeros; an infinite or NaN y gives
+    NaN, as y / s does there. OVERFLOWS: y / scale may exceed fp32 (a given static scale, or a
+    row's scale bounded by scale_ub): q0 is then infinite with the quotient's sign, its
+    correction NaN, and q0 is taken. Without it (a row's or group's own max over its qmax,
+    which keeps |y / s| near qmax) no compare or select is spent per element. The interpreter
+    (SOFT) divides, exactly, as it has no fused multiply-add."""
     if SOFT:
         return tl.math.div_rn(yf, scale)
-    q0 = yf * inverse
-    # -scale, not -q0: negated once per row or group rather than per element.
-    q1 = tl.fma(tl.fma(q0, -scale, yf), inverse, q0)
-    if SIGNED_ZERO:
-        return tl.where((q1 != q1) | (q1 == 0.0), q0, q1)
-    return tl.where(q1 != q1, q0, q1)
+    # Negations by a multiply: Triton's unary minus is 0 - x, which is +0 for x = +0.
+    neg_inverse = inverse * -1.0
+    neg_q0 = yf * neg_inverse
+    remainder = tl.fma(neg_q0, tl.minimum(scale, 3.4028234663852886e38), yf)
+    negated = tl.fma(remainder, neg_inverse, neg_q0)
+    if OVERFLOWS:
+        negated = tl.where(negated != negated, neg_q0, negated)
+    return negated * -1.0
+
+
+@triton.jit
+def _divide_as(yf, scale, inverse, may_overflow, SOFT: tl.constexpr):
+    """divide, with its overflow guard only where may_overflow: a branch per tile, taken
+    alike by every thread, instead of a select per element."""
+    if may_overflow != 0:
+        v = divide(yf, scale, inverse, True, SOFT)
+    else:
+        v = divide(yf, scale, inverse, False, SOFT)
+    return v
 
 
 @triton.jit
 def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
-             SOFT: tl.constexpr):
+             SOFT: tl.constexpr, may_overflow):
     """fp32 y in the format, as stored: Q_DTYPE, or under the interpreter (SOFT) an fp8
     value's bits as uint8. y is divided by `scale` (fp8 rows and groups, int8 static and
     groups; `inverse` is 1 / scale) or multiplied by `inverse` (fp8 static: 1 / scale; int8
-    rows: 127 / amax), as vLLM does in each mode."""
+    rows: 127 / amax), as vLLM does in each mode. may_overflow (a constexpr or a run-time
+    flag): y / scale may exceed fp32 (divide's OVERFLOWS)."""
     int8: tl.constexpr = Q_DTYPE == tl.int8
     if (QUANT == _STATIC and not int8) or (QUANT == _TOKEN and int8):
         v = yf * inverse
     else:
-        v = divide(yf, scale, inverse, not int8, SOFT)
+        v = _divide_as(yf, scale, inverse, may_overflow, SOFT)
     qmax = quant_max(Q_DTYPE)
     if int8:
         qmin = -128.0
