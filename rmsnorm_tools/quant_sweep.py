@@ -5,10 +5,12 @@ before it is timed.
 
     python -m rmsnorm_tools.quant_sweep --shapes 32768x2048 16384x4096 --json sweep.json
 
-It measures what rmsnorm.launch.configs.quant_launch derives from the table (docs/PERFORMANCE.md,
-"Quantized output"): the quantized kernels hold more per element than the plain forward (the
-row's max, its scale, the quotient), so the plain forward's launch leaves them short of
-registers or of issue slots.
+It measures what rmsnorm.launch.configs.quantized_launch derives from the table
+(docs/PERFORMANCE.md, "Quantized output"): the quantized kernels hold more per element than
+the plain forward (the row's max, its scale, the quotient), so the plain forward's launch
+leaves them short of registers or of issue slots. `--caps 128 96 80 64` adds the derived
+launch under each register cap (Launch.max_registers: more programs per SM, against spills);
+`--narrow` times only the table's launch, the derived one, its caps and its weight flipped.
 """
 
 import argparse
@@ -26,11 +28,26 @@ SHAPES = [(32768, 2048), (16384, 4096), (9362, 7168), (8192, 8192), (4096, 16384
 MODES = ("static", "token", "group128")
 
 
-def candidates(base, derived, group):
-    """The table's launch first, the quantized forward's own (configs.quantized_rule) second,
-    then the table's variants (deduplicated, each a tile or loop launch whose tiles hold
-    whole groups)."""
+def candidates(base, derived, group, caps=(), narrow=False):
+    """The table's launch first, the quantized forward's own (configs.quantized_launch)
+    second, then the derived launch under each register cap and with its weight held or
+    re-read the other way, then (unless narrow) the table's variants (deduplicated, each a
+    tile or loop launch whose tiles hold whole groups)."""
     out = [base, derived]
+    out += [dataclasses.replace(derived, max_registers=cap) for cap in caps]
+    if derived.path == "tile":
+        out.append(dataclasses.replace(derived, w_resident=not derived.w_resident))
+    if not narrow:
+        out += _table_variants(base, derived)
+    unique = []
+    for launch in out:
+        if launch not in unique and not (group and launch.block_n % group):
+            unique.append(launch)
+    return unique
+
+
+def _table_variants(base, derived):
+    out = []
     elements = base.block_n * base.chunks * base.rows
     for factor in (2, 4):
         warps = base.num_warps * factor
@@ -47,14 +64,10 @@ def candidates(base, derived, group):
         for launch in (base, derived):
             for per_sm in (1, 2, 4, 8):
                 out.append(dataclasses.replace(launch, programs_per_sm=per_sm))
-    unique = []
-    for launch in out:
-        if launch not in unique and not (group and launch.block_n % group):
-            unique.append(launch)
-    return unique
+    return out
 
 
-def sweep_case(op, m, n, mode, dtype, warmup, rep):
+def sweep_case(op, m, n, mode, dtype, warmup, rep, caps=(), narrow=False):
     fused = op == "add_quant"
     x, r, w = make_inputs(op, m, n, dtype)
     kw = quant_kwargs((mode, "fp8"))
@@ -69,7 +82,7 @@ def sweep_case(op, m, n, mode, dtype, warmup, rep):
     want = call(base)
     nbytes = moved_bytes(op, m, n, dtype, (mode, "fp8"))
     rows = []
-    for launch in candidates(base, derived, kw.get("group_size")):
+    for launch in candidates(base, derived, kw.get("group_size"), caps, narrow):
         try:
             got = call(launch)
             same = all(torch.equal(a.view(torch.uint8) if a.dtype.itemsize == 1 else a,
@@ -95,7 +108,7 @@ def result_line(op, m, n, mode, ceiling, rows):
     best = min(keeping, key=lambda r: r["us"]) if keeping else None
     what = "" if best is None else " ".join(
         f"{k}={best['launch'][k]}" for k in ("num_warps", "rows", "w_resident", "keep_stored",
-                                             "programs_per_sm"))
+                                             "programs_per_sm", "max_registers"))
     table = next((r for r in rows if r.get("table")), {})
     derived = next((r for r in rows if r.get("quantized")), {})
     return (f"{op:9} {m:>6}x{n:<6} {mode:8} table {pct(table)}  quantized {pct(derived)}  "
@@ -113,6 +126,10 @@ def main(argv=None):
     p.add_argument("--shapes", nargs="+", type=parse_shape, default=SHAPES)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--rep", type=int, default=40)
+    p.add_argument("--caps", nargs="*", type=int, default=[],
+                   help="register caps to time the derived launch under")
+    p.add_argument("--narrow", action="store_true",
+                   help="only the table's launch, the derived one, its caps, its weight flip")
     p.add_argument("--json")
     a = p.parse_args(argv)
     check_device(p.prog)
@@ -122,7 +139,7 @@ def main(argv=None):
         for m, n in a.shapes:
             ceiling = copy_gbps(moved_bytes(op, m, n, dtype, ("token", "fp8")), a.warmup, a.rep)
             for mode in a.modes:
-                rows = sweep_case(op, m, n, mode, dtype, a.warmup, a.rep)
+                rows = sweep_case(op, m, n, mode, dtype, a.warmup, a.rep, a.caps, a.narrow)
                 results.append(dict(op=op, M=m, N=n, mode=mode, copy_gbps=ceiling, rows=rows))
                 print(result_line(op, m, n, mode, ceiling, rows), flush=True)
     if a.json:

@@ -94,9 +94,10 @@ def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
     """quantized_rule changes what decides speed alone: rows per program (only where one row
     spans every thread in whole vectors, so each thread keeps its columns), the weight's
     residency, with scales from the rows programs per SM, and registers; tiles below
-    QUANTIZED_MIN_TILE and looped rows keep the table's launch; static 2-byte tiles of
-    QUANTIZED_STATIC_WIDE_TILE columns get a register cap."""
-    changed = capped = 0
+    QUANTIZED_MIN_TILE and looped rows keep the table's launch; 2-byte tiles whose (columns,
+    warps) QUANTIZED_REGISTER_CAPS lists for their op and scales get its register cap."""
+    changed = 0
+    capped = set()
     for rule in configs.rules():
         if rule.op == "bwd":
             continue
@@ -105,6 +106,15 @@ def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
             same = ("path", "block_n", "chunks", "num_warps", "num_stages", "keep_stored",
                     "max_n", "family")
             assert all(getattr(q, f) == getattr(rule, f) for f in same), (rule, q)
+            launch = configs.quantized_launch(rule, row_scales, 1, 2)
+            assert launch == dataclasses.replace(configs.rule_launch(q, 1, 2),
+                                                 max_registers=launch.max_registers)
+            listed = configs.QUANTIZED_REGISTER_CAPS[(rule.op, row_scales)].get(
+                (launch.block_n * launch.chunks, launch.num_warps), 0)
+            assert launch.max_registers == (
+                listed if rule.path == "tile" and rule.elem_bytes == 2 else 0), rule
+            if launch.max_registers:
+                capped.add((rule.op, row_scales, launch.block_n * launch.chunks))
             if rule.path != "tile" or rule.block_n * rule.chunks < configs.QUANTIZED_MIN_TILE:
                 assert q == rule
                 continue
@@ -115,22 +125,18 @@ def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
             assert q.programs_per_sm == (
                 min(rule.programs_per_sm, configs.QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM)
                 if row_scales else rule.programs_per_sm)
-            wide = rule.elem_bytes == 2 and \
-                rule.block_n * rule.chunks == configs.QUANTIZED_STATIC_WIDE_TILE
-            launch = configs.quantized_launch(rule, row_scales, 1, 2)
-            assert launch == dataclasses.replace(configs.rule_launch(q, 1, 2),
-                                                 max_registers=launch.max_registers)
-            assert launch.max_registers == (
-                0 if row_scales or not wide else
-                configs.QUANTIZED_STATIC_REGISTERS.get(launch.num_warps, 0))
-            capped += bool(launch.max_registers)
-    assert changed and capped
+    assert changed
+    # Every listed cap is reached by a row of the sm_90 table (none is left stale by a new
+    # table whose warps moved).
+    listed = {(op, rows, tile) for (op, rows), caps in configs.QUANTIZED_REGISTER_CAPS.items()
+              for tile, _ in caps}
+    assert capped == listed
     # The cap reaches the launch and the compile options; the plain forward has none.
     static = configs.forward_launch(16384, 2, False, 2, dtype="bf16", quantized="static")
-    assert static.max_registers == configs.QUANTIZED_STATIC_REGISTERS[static.num_warps]
-    assert configs.compile_options(True, static.max_registers)["maxnreg"] == \
-        static.max_registers
+    assert static.max_registers == 80
+    assert configs.compile_options(True, static.max_registers)["maxnreg"] == 80
     assert configs.forward_launch(16384, 2, False, 2, dtype="bf16").max_registers == 0
+    assert configs.forward_launch(16384, 4, False, 4, quantized="rows").max_registers == 0
     assert "maxnreg" not in configs.compile_options(True)
     quantized = configs.forward_launch(4096, 2, True, 2, dtype="bf16", quantized="rows")
     assert quantized.programs_per_sm <= configs.QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM

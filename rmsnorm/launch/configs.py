@@ -117,7 +117,8 @@ class Launch:
     # which lets a row of 65536 bf16 values stay in one program's registers (read once).
     keep_stored: bool = False
     # Registers a thread may take (Triton's maxnreg; 0: ptxas chooses): a cap that lets more
-    # programs share an SM, set by quantized_launch only (the sweep does not vary it).
+    # programs share an SM, set by quantized_launch only (the table's sweep does not vary it;
+    # rmsnorm_tools.quant_sweep --caps does).
     max_registers: int = 0
 
     def grid(self, m: int, sm_count: int) -> int:
@@ -253,14 +254,21 @@ QUANTIZED_MIN_TILE = 2048
 # The most programs per SM of a quantized forward whose scales come from its rows (per token
 # or per group).
 QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM = 8
-# Static quantization of 2-byte rows in tiles of this many columns: registers a thread, by
-# warps per program, that let three programs of 8 warps or two of 16 share an SM, as the
-# plain forward's do (ptxas gives the static kernel 95 and 85 registers unbounded; at these
-# caps it spills 0-16 bytes). Measured on the H200 (2026-12-03, bf16 -> e4m3, 4096 x 16384):
-# forward 66.0 -> 77.6% of copy, fused add 73.0 -> 92.6%. The per-token and per-group kernels
-# spill heavily at any such cap (34 -> 9-16%): none for them.
-QUANTIZED_STATIC_WIDE_TILE = 16384
-QUANTIZED_STATIC_REGISTERS = {8: 80, 16: 64}
+# Register caps (Launch.max_registers) of the quantized forward on 2-byte rows (bf16, fp16),
+# by (op, scales from the rows) and the table row's (tile columns, warps): a cap lets more
+# programs share an SM (65536 registers), at the price of the spills ptxas makes to meet it.
+# Chosen by `rmsnorm_tools.quant_sweep --caps 128 80 64 --narrow` on the H200 (2026-12-03,
+# bf16 -> e4m3, 2^26 elements; docs/results/sweeps/h200-2026-12-03-quant-caps.json), where
+# each beat the uncapped kernel by 2 points of copy or more and none lost more than one:
+# e.g. the per-token forward at 16384 columns 37.5 -> 56.3% (one program of 8 warps per SM ->
+# two), the static forward at 8192 73.6 -> 81.8%, the per-group fused add at 16384 66.3 ->
+# 89.8%. Rows of other widths or warps, and of other element sizes, take no cap.
+QUANTIZED_REGISTER_CAPS = {
+    ("fwd", False): {(8192, 8): 64, (16384, 8): 80},
+    ("fwd", True): {(4096, 4): 64, (8192, 8): 64, (16384, 8): 128},
+    ("add", False): {(16384, 16): 64},
+    ("add", True): {(4096, 4): 128, (8192, 4): 128, (16384, 16): 64},
+}
 
 
 def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
@@ -291,13 +299,11 @@ def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
 def quantized_launch(rule: Rule, row_scales: bool, streams: int, weight_bytes: int,
                      arch: int = DEFAULT_ARCH) -> Launch:
     """The quantized forward's launch of a forward table row (row_scales as quantized_rule's):
-    quantized_rule's, and for static scales of 2-byte rows in tiles of
-    QUANTIZED_STATIC_WIDE_TILE columns (the only ones measured) the register cap of
-    QUANTIZED_STATIC_REGISTERS."""
+    quantized_rule's, under the register cap QUANTIZED_REGISTER_CAPS gives its row."""
     launch = rule_launch(quantized_rule(rule, row_scales), streams, weight_bytes, arch)
-    capped = not row_scales and launch.path == "tile" and rule.elem_bytes == 2 and \
-        launch.block_n * launch.chunks == QUANTIZED_STATIC_WIDE_TILE
-    cap = QUANTIZED_STATIC_REGISTERS.get(launch.num_warps, 0) if capped else 0
+    caps = QUANTIZED_REGISTER_CAPS.get((rule.op, row_scales), {})
+    tile = (launch.block_n * launch.chunks, launch.num_warps)
+    cap = caps.get(tile, 0) if launch.path == "tile" and rule.elem_bytes == 2 else 0
     return dataclasses.replace(launch, max_registers=cap)
 
 
