@@ -94,7 +94,8 @@ def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
     """quantized_rule changes what decides speed alone: rows per program (only where one row
     spans every thread in whole vectors, so each thread keeps its columns), the weight's
     residency, with scales from the rows programs per SM, and registers; tiles below
-    QUANTIZED_MIN_TILE and looped rows keep the table's launch; 2-byte tiles whose (columns,
+    QUANTIZED_MIN_TILE and looped rows keep the table's launch; the weight is held below
+    QUANTIZED_WEIGHT_REREAD_TILE columns and re-read from there; 2-byte tiles whose (columns,
     warps) QUANTIZED_REGISTER_CAPS lists for their op and scales get its register cap."""
     changed = 0
     capped = set()
@@ -119,7 +120,8 @@ def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
                 assert q == rule
                 continue
             changed += 1
-            assert not q.w_resident
+            assert q.w_resident == (
+                rule.block_n * rule.chunks < configs.QUANTIZED_WEIGHT_REREAD_TILE)
             vec = 16 // rule.elem_bytes
             assert q.rows == (1 if rule.block_n // vec >= 32 * rule.num_warps else rule.rows)
             assert q.programs_per_sm == (

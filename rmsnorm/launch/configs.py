@@ -257,25 +257,31 @@ QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM = 8
 # Register caps (Launch.max_registers) of the quantized forward on 2-byte rows (bf16, fp16),
 # by (op, scales from the rows) and the table row's (tile columns, warps): a cap lets more
 # programs share an SM (65536 registers), at the price of the spills ptxas makes to meet it.
-# Chosen by `rmsnorm_tools.quant_sweep --caps 128 80 64 --narrow` on the H200 (2026-12-03,
-# bf16 -> e4m3, 2^26 elements; docs/results/sweeps/h200-2026-12-03-quant-caps.json), where
-# each beat the uncapped kernel by 2 points of copy or more and none lost more than one:
-# e.g. the per-token forward at 16384 columns 37.5 -> 56.3% (one program of 8 warps per SM ->
-# two), the static forward at 8192 73.6 -> 81.8%, the per-group fused add at 16384 66.3 ->
-# 89.8%. Rows of other widths or warps, and of other element sizes, take no cap.
+# Chosen by `rmsnorm_tools.quant_sweep --caps ... --narrow` on the H200 (2026-12-03, bf16 ->
+# e4m3, 2^26 elements; docs/results/sweeps/h200-2026-12-03-quant-caps*.json): each beat the
+# uncapped kernel by 2 points of copy or more, e.g. the per-token forward at 16384 columns
+# 37.5 -> 56.3% (one program of 8 warps per SM -> two), the per-group fused add at 16384
+# 66.3 -> 89.8%. Rows of other widths or warps, and of other element sizes, take no cap.
 QUANTIZED_REGISTER_CAPS = {
-    ("fwd", False): {(8192, 8): 64, (16384, 8): 80},
+    ("fwd", False): {(16384, 8): 80},
     ("fwd", True): {(4096, 4): 64, (8192, 8): 64, (16384, 8): 128},
     ("add", False): {(16384, 16): 64},
     ("add", True): {(4096, 4): 128, (8192, 4): 128, (16384, 16): 64},
 }
+# Tiles of this many columns or more re-read the weight per row (from L1); narrower ones hold
+# it in registers. Measured as the caps were: at 2048 columns holding it took the static
+# forward 85.7 -> 92.3%, the per-token forward 63.6 -> 73.9% and the per-token and per-group
+# fused adds +3.4 and +2.2 points (the per-group forward -1.7, the static fused add -0.9); at
+# 4096 the static forward lost 8.5 points and the per-group forward 6.5.
+QUANTIZED_WEIGHT_REREAD_TILE = 4096
 
 
 def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
     """The quantized forward's form of a forward table row; row_scales: its scales come from
     the rows (per token, per group), not given (static). Its kernels hold more per element
     than the plain forward's (the row's max, its scale, the quotient), so the weight is
-    re-read per row (from L1) rather than held in registers, and a tile takes one row where
+    re-read per row (from L1) rather than held in registers from tiles of
+    QUANTIZED_WEIGHT_REREAD_TILE columns on (held below), and a tile takes one row where
     a row alone spans every thread of the program in whole 16-byte vectors; with row scales,
     at most QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM programs per SM, each walking more rows with
     the next row's loads in flight while it quantizes one (quantized_launch adds a register
@@ -293,7 +299,8 @@ def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
     rows = 1 if rule.block_n >= 32 * rule.num_warps * vec else rule.rows
     per_sm = min(rule.programs_per_sm, QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM) if row_scales \
         else rule.programs_per_sm
-    return dataclasses.replace(rule, rows=rows, w_resident=False, programs_per_sm=per_sm)
+    held = rule.block_n * rule.chunks < QUANTIZED_WEIGHT_REREAD_TILE
+    return dataclasses.replace(rule, rows=rows, w_resident=held, programs_per_sm=per_sm)
 
 
 def quantized_launch(rule: Rule, row_scales: bool, streams: int, weight_bytes: int,
