@@ -74,7 +74,7 @@ def sweep_case(op, m, n, mode, dtype, warmup, rep, caps=(), narrow=False):
     name = str(dtype).replace("torch.bfloat16", "bf16")
     base = configs.forward_launch(n, dtype.itemsize, fused, dtype.itemsize, dtype=name)
     derived = configs.forward_launch(n, dtype.itemsize, fused, dtype.itemsize, dtype=name,
-                                     quantized="static" if mode == "static" else "rows")
+                                     quantized=mode.rstrip("0123456789"))
 
     def call(launch):  # not in place: the residual is only read
         return quant.forward_quant(x, w, EPS, residual=r, launch=launch, **kw)

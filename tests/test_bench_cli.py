@@ -319,7 +319,7 @@ def test_quant_sweep_times_the_tables_launch_and_its_variants(fake_timer, tmp_pa
         assert len(case["rows"]) > 1
         for row in case["rows"]:
             assert row["us"] > 0 and isinstance(row["same"], bool), row
-        derived = configs.forward_launch(2048, 2, fused, 2, dtype="bf16", quantized="rows")
+        derived = configs.forward_launch(2048, 2, fused, 2, dtype="bf16", quantized="token")
         assert [r["launch"] for r in case["rows"] if r["quantized"]] == \
             [dataclasses.asdict(derived)]
     assert capsys.readouterr().out.count("best of the same bits") == 2
@@ -329,12 +329,12 @@ def test_quant_sweep_narrow_times_the_derived_launch_under_each_register_cap(fak
                                                                              tmp_path):
     path = tmp_path / "quant-sweep.json"
     quant_sweep.main(["--op", "quant", "--modes", "group128", "--shapes", "2x2048", "--caps",
-                      "96", "64", "--narrow", "--json", str(path)])
+                      "0", "96", "--narrow", "--json", str(path)])
     (case,) = json.loads(path.read_text())
     table = configs.forward_launch(2048, 2, False, 2, dtype="bf16")
-    derived = configs.forward_launch(2048, 2, False, 2, dtype="bf16", quantized="rows")
-    want = [table, derived, dataclasses.replace(derived, max_registers=96),
-            dataclasses.replace(derived, max_registers=64),
+    derived = configs.forward_launch(2048, 2, False, 2, dtype="bf16", quantized="group")
+    want = [table, derived, dataclasses.replace(derived, max_registers=0),
+            dataclasses.replace(derived, max_registers=96),
             dataclasses.replace(derived, w_resident=not derived.w_resident)]
     assert [r["launch"] for r in case["rows"]] == [dataclasses.asdict(w) for w in want]
     assert all(r["same"] for r in case["rows"]), case["rows"]

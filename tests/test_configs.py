@@ -102,20 +102,21 @@ def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
     for rule in configs.rules():
         if rule.op == "bwd":
             continue
-        for row_scales in (False, True):
+        for scales in configs.QUANTIZED_SCALES:
+            row_scales = scales != "static"
             q = configs.quantized_rule(rule, row_scales)
             same = ("path", "block_n", "chunks", "num_warps", "num_stages", "keep_stored",
                     "max_n", "family")
             assert all(getattr(q, f) == getattr(rule, f) for f in same), (rule, q)
-            launch = configs.quantized_launch(rule, row_scales, 1, 2)
+            launch = configs.quantized_launch(rule, scales, 1, 2)
             assert launch == dataclasses.replace(configs.rule_launch(q, 1, 2),
                                                  max_registers=launch.max_registers)
-            listed = configs.QUANTIZED_REGISTER_CAPS[(rule.op, row_scales)].get(
+            listed = configs.QUANTIZED_REGISTER_CAPS[(rule.op, scales)].get(
                 (launch.block_n * launch.chunks, launch.num_warps), 0)
             assert launch.max_registers == (
                 listed if rule.path == "tile" and rule.elem_bytes == 2 else 0), rule
             if launch.max_registers:
-                capped.add((rule.op, row_scales, launch.block_n * launch.chunks))
+                capped.add((rule.op, scales, launch.block_n * launch.chunks, launch.num_warps))
             if rule.path != "tile" or rule.block_n * rule.chunks < configs.QUANTIZED_MIN_TILE:
                 assert q == rule
                 continue
@@ -130,17 +131,24 @@ def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
     assert changed
     # Every listed cap is reached by a row of the sm_90 table (none is left stale by a new
     # table whose warps moved).
-    listed = {(op, rows, tile) for (op, rows), caps in configs.QUANTIZED_REGISTER_CAPS.items()
-              for tile, _ in caps}
+    listed = {(op, scales, tile, warps)
+              for (op, scales), caps in configs.QUANTIZED_REGISTER_CAPS.items()
+              for tile, warps in caps}
     assert capped == listed
-    # The cap reaches the launch and the compile options; the plain forward has none.
+    # The cap reaches the launch and the compile options; the plain forward has none, nor
+    # do rows of another element size.
     static = configs.forward_launch(16384, 2, False, 2, dtype="bf16", quantized="static")
     assert static.max_registers == 80
     assert configs.compile_options(True, static.max_registers)["maxnreg"] == 80
     assert configs.forward_launch(16384, 2, False, 2, dtype="bf16").max_registers == 0
-    assert configs.forward_launch(16384, 4, False, 4, quantized="rows").max_registers == 0
+    assert configs.forward_launch(16384, 4, False, 4, quantized="group").max_registers == 0
     assert "maxnreg" not in configs.compile_options(True)
-    quantized = configs.forward_launch(4096, 2, True, 2, dtype="bf16", quantized="rows")
+    # Per token and per group differ where the sweep found them to.
+    token, group = (configs.forward_launch(8192, 2, False, 2, dtype="bf16", quantized=s)
+                    for s in ("token", "group"))
+    assert (token.max_registers, group.max_registers) == (0, 64)
+    assert dataclasses.replace(token, max_registers=64) == group
+    quantized = configs.forward_launch(4096, 2, True, 2, dtype="bf16", quantized="token")
     assert quantized.programs_per_sm <= configs.QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM
-    with pytest.raises(ValueError, match="'static' or 'rows'"):
-        configs.forward_launch(4096, 2, True, 2, quantized="token")
+    with pytest.raises(ValueError, match="one of static, token, group"):
+        configs.forward_launch(4096, 2, True, 2, quantized="rows")

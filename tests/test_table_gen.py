@@ -162,9 +162,8 @@ def test_every_aot_kernel_launches_as_the_python_launcher_does_at_its_rows_width
             if spec.op == "bwd":
                 want = configs.backward_launch(n, eb, spec.has_dresidual, wb, 90, dtype)
             else:
-                # The quantized forward's: its launch of its own (static, or scales from rows).
-                quantized = None if not spec.quant else \
-                    "static" if aot.QUANT_MODES[spec.quant] == "static" else "rows"
+                # The quantized forward's: its launch of its own, for its mode's scales.
+                quantized = aot.QUANT_MODES[spec.quant] if spec.quant else None
                 want = configs.forward_launch(n, eb, spec.op == "add", wb, 90, dtype, quantized)
             assert aot._launch(spec, 90) == want, (spec, n)
 

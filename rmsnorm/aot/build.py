@@ -181,8 +181,7 @@ def _launch(spec, arch):
     fused = spec.op == "add" or spec.has_dresidual
     streams = configs.streams(spec.op, fused)
     if spec.quant:
-        row_scales = QUANT_MODES[spec.quant] != "static"
-        return configs.quantized_launch(rule, row_scales, streams, wb, arch)
+        return configs.quantized_launch(rule, QUANT_MODES[spec.quant], streams, wb, arch)
     return configs.rule_launch(rule, streams, wb, arch)
 
 

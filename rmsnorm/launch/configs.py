@@ -225,8 +225,8 @@ def forward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
     """The launch for rows of n elements of elem_bytes bytes (the widest of x and residual),
     all of `dtype` (a DTYPE_BYTES name; None when they differ), plain or fused-add forward;
     weight_bytes is the weight's element size (0: no weight); arch the GPU's compute
-    capability (major * 10 + minor); quantized: the quantized forward's launch, for scales
-    "static" or from the rows ("rows"; quantized_rule)."""
+    capability (major * 10 + minor); quantized: the quantized forward's launch, for its
+    scales (QUANTIZED_SCALES: "static", "token" or "group"; quantized_launch)."""
     op = "add" if fused else "fwd"
     return _launch(op, n, elem_bytes, streams(op, fused), weight_bytes, arch, dtype, quantized)
 
@@ -254,19 +254,25 @@ QUANTIZED_MIN_TILE = 2048
 # The most programs per SM of a quantized forward whose scales come from its rows (per token
 # or per group).
 QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM = 8
+# Where the quantized forward's scales come from (its kernels' QUANT, by name).
+QUANTIZED_SCALES = ("static", "token", "group")
 # Register caps (Launch.max_registers) of the quantized forward on 2-byte rows (bf16, fp16),
-# by (op, scales from the rows) and the table row's (tile columns, warps): a cap lets more
-# programs share an SM (65536 registers), at the price of the spills ptxas makes to meet it.
-# Chosen by `rmsnorm_tools.quant_sweep --caps ... --narrow` on the H200 (2026-12-03, bf16 ->
-# e4m3, 2^26 elements; docs/results/sweeps/h200-2026-12-03-quant-caps*.json): each beat the
-# uncapped kernel by 2 points of copy or more, e.g. the per-token forward at 16384 columns
-# 37.5 -> 56.3% (one program of 8 warps per SM -> two), the per-group fused add at 16384
-# 66.3 -> 89.8%. Rows of other widths or warps, and of other element sizes, take no cap.
+# by (op, scales) and the table row's (tile columns, warps): a cap lets more programs share an
+# SM (65536 registers), at the price of the spills ptxas makes to meet it. Chosen by
+# `rmsnorm_tools.quant_sweep --caps 0 128 96 80 64 --narrow` on the H200 (2026-12-03, bf16 ->
+# e4m3, 2^26 elements; docs/results/sweeps/h200-2026-12-03-quant-caps-3.json, the kernels of
+# commit cf94d6b), the fastest where it beat the uncapped kernel by more than a point: e.g.
+# the per-group forward at 16384 columns 40.9 -> 61.9% (one program of 8 warps per SM ->
+# two), the per-group fused add at 16384 67.1 -> 89.4%. Per token, the fused add at 4096 and
+# 8192 keeps the cap of the first sweeps (within a point of none in the third). Rows of other
+# widths or warps, and of other element sizes, take no cap.
 QUANTIZED_REGISTER_CAPS = {
-    ("fwd", False): {(16384, 8): 80},
-    ("fwd", True): {(4096, 4): 64, (8192, 8): 64, (16384, 8): 128},
-    ("add", False): {(16384, 16): 64},
-    ("add", True): {(4096, 4): 128, (8192, 4): 128, (16384, 16): 64},
+    ("fwd", "static"): {(16384, 8): 80},
+    ("fwd", "token"): {(4096, 4): 64, (16384, 8): 80},
+    ("fwd", "group"): {(2048, 4): 64, (4096, 4): 64, (8192, 8): 64, (16384, 8): 128},
+    ("add", "static"): {(16384, 16): 64},
+    ("add", "token"): {(4096, 4): 128, (8192, 4): 128, (16384, 16): 64},
+    ("add", "group"): {(4096, 4): 128, (8192, 4): 128, (16384, 16): 64},
 }
 # Tiles of this many columns or more re-read the weight per row (from L1); narrower ones hold
 # it in registers. Measured as the caps were: at 2048 columns holding it took the static
@@ -303,12 +309,14 @@ def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
     return dataclasses.replace(rule, rows=rows, w_resident=held, programs_per_sm=per_sm)
 
 
-def quantized_launch(rule: Rule, row_scales: bool, streams: int, weight_bytes: int,
+def quantized_launch(rule: Rule, scales: str, streams: int, weight_bytes: int,
                      arch: int = DEFAULT_ARCH) -> Launch:
-    """The quantized forward's launch of a forward table row (row_scales as quantized_rule's):
+    """The quantized forward's launch of a forward table row for scales (QUANTIZED_SCALES):
     quantized_rule's, under the register cap QUANTIZED_REGISTER_CAPS gives its row."""
-    launch = rule_launch(quantized_rule(rule, row_scales), streams, weight_bytes, arch)
-    caps = QUANTIZED_REGISTER_CAPS.get((rule.op, row_scales), {})
+    if scales not in QUANTIZED_SCALES:
+        raise ValueError(f"scales is {scales!r}: one of {', '.join(QUANTIZED_SCALES)}")
+    launch = rule_launch(quantized_rule(rule, scales != "static"), streams, weight_bytes, arch)
+    caps = QUANTIZED_REGISTER_CAPS[(rule.op, scales)]
     tile = (launch.block_n * launch.chunks, launch.num_warps)
     cap = caps.get(tile, 0) if launch.path == "tile" and rule.elem_bytes == 2 else 0
     return dataclasses.replace(launch, max_registers=cap)
@@ -334,9 +342,7 @@ def _launch(op, n, elem_bytes, streams, weight_bytes, arch, dtype, quantized=Non
     rule = rules_for(op, elem_bytes, arch, dtype)[rule_index(op, n, elem_bytes, arch, dtype)]
     if quantized is None:
         return rule_launch(rule, streams, weight_bytes, arch)
-    if quantized not in ("static", "rows"):
-        raise ValueError(f"quantized is {quantized!r}: 'static' or 'rows'")
-    return quantized_launch(rule, quantized == "rows", streams, weight_bytes, arch)
+    return quantized_launch(rule, quantized, streams, weight_bytes, arch)
 
 
 def reduce_launch(n: int):

@@ -13,6 +13,8 @@ from rmsnorm.kernels import quantize as q
 TRITON_DTYPES = {torch.float8_e4m3fn: tl.float8e4nv, torch.float8_e5m2: tl.float8e5,
                  torch.int8: tl.int8}
 INPUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# Each mode's name in the launch rules (configs.QUANTIZED_SCALES).
+SCALES = {q.STATIC: "static", q.TOKEN: "token", q.GROUP: "group"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +184,7 @@ def _launch_for(x, residual, weight, how, group_size, fused, launch):
         launch = configs.forward_launch(
             n, max(x.element_size(), residual.element_size() if fused else 0), fused,
             weight.element_size() if weight is not None else 0, ops._arch(x.device),
-            ops._table_dtype(x, residual), quantized="static" if how == q.STATIC else "rows")
+            ops._table_dtype(x, residual), quantized=SCALES[how])
     if group_size and launch.block_n % group_size:
         raise NotImplementedError(f"rmsnorm: the launch of width {n} ({launch}) has tiles of "
                                   f"{launch.block_n} columns, not a multiple of group_size "
