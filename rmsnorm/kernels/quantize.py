@@ -109,8 +109,8 @@ def divide(yf, scale, inverse, OVERFLOWS: tl.constexpr, SOFT: tl.constexpr):
 
 @triton.jit
 def _divide_as(yf, scale, inverse, may_overflow, SOFT: tl.constexpr):
-    """divide, with its overflow guard only where may_overflow: a branch per tile, taken
-    alike by every thread, instead of a select per element."""
+    """divide, its overflow guard only where may_overflow is set. A run-time flag (has_ub) is
+    predicated by the compiler: its compare and select run every element, set or not."""
     if may_overflow != 0:
         v = divide(yf, scale, inverse, True, SOFT)
     else:
