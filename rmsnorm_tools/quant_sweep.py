@@ -73,8 +73,9 @@ def sweep_case(op, m, n, mode, dtype, warmup, rep, caps=(), narrow=False):
     kw = quant_kwargs((mode, "fp8"))
     name = str(dtype).replace("torch.bfloat16", "bf16")
     base = configs.forward_launch(n, dtype.itemsize, fused, dtype.itemsize, dtype=name)
+    scales = quant.SCALES[quant.mode(kw.get("scale"), kw.get("group_size"))]
     derived = configs.forward_launch(n, dtype.itemsize, fused, dtype.itemsize, dtype=name,
-                                     quantized=mode.rstrip("0123456789"))
+                                     quantized=scales)
 
     def call(launch):  # not in place: the residual is only read
         return quant.forward_quant(x, w, EPS, residual=r, launch=launch, **kw)
@@ -127,7 +128,7 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--rep", type=int, default=40)
     p.add_argument("--caps", nargs="*", type=int, default=[],
-                   help="register caps to time the derived launch under")
+                   help="register caps to time the derived launch under (0: none)")
     p.add_argument("--narrow", action="store_true",
                    help="only the table's launch, the derived one, its caps, its weight flip")
     p.add_argument("--json")
