@@ -183,12 +183,13 @@ def _tile_rows(
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
-    # The quantized forward (without a residual) is bound by instructions, not bytes: there
-    # bf16 is rounded and widened two values at a time (rmsnorm.kernels.rounding; the same
-    # bits). ptxas, bf16 -> e4m3 at 4096 columns, the row loop: static 597 -> 520
-    # instructions, per token 929 -> 821. The fused add moves more bytes for the same
-    # work and came out no shorter; the plain forward keeps the compiler's conversions.
-    PAIRS: tl.constexpr = QUANT != q.NONE and not HAS_RESIDUAL and not SOFT_BF16
+    # The quantized forward is bound by instructions, not bytes (without a residual) or by
+    # its latency (decode): there bf16 is rounded and widened two values at a time
+    # (rmsnorm.kernels.rounding; the same bits). ptxas, bf16 -> e4m3 at 4096 columns, the
+    # row loop: static 597 -> 520 instructions, per token 929 -> 821; the fused add's no
+    # shorter, but the static forward's decode went from 1.11-1.16x the plain forward's time
+    # to 1.02-1.05x. The plain forward keeps the compiler's conversions.
+    PAIRS: tl.constexpr = QUANT != q.NONE and not SOFT_BF16
     ws = ()
     if HAS_W and W_RESIDENT:
         for k in tl.static_range(CHUNKS):
@@ -223,12 +224,12 @@ def _tile_rows(
                                          TWO_LEVEL)[:, None] + c
                 residual = tl.load(RESIDUAL + residual_at, mask=mask, other=0.0,
                                    eviction_policy="evict_first")
-                residual_out = round_to(v + residual.to(ACC), RESIDUAL_OUT.dtype.element_ty,
-                                        SOFT_BF16)
+                residual_out = round_pairs(v + widen(residual, ACC, PAIRS),
+                                           RESIDUAL_OUT.dtype.element_ty, SOFT_BF16, PAIRS)
                 residual_out_at = _row_start(rows, H, sresidual_out_o, sresidual_out_i,
                                              TWO_LEVEL)[:, None] + c
                 tl.store(RESIDUAL_OUT + residual_out_at, residual_out, mask=mask)
-                v = residual_out.to(ACC)
+                v = widen(residual_out, ACC, PAIRS)
                 kept = residual_out
             # Squares summed chunk by chunk, element by element, then across the tile: one
             # order for every row of a width.
