@@ -223,7 +223,9 @@ def _check_dtype(name, t):
 def _call(candidate, problem):
     x, w, r = problem.inputs_on_device()
     try:
-        out = candidate(x, w, problem.eps) if r is None else candidate(x, w, problem.eps, r)
+        with torch.no_grad():  # the forward only; a module's weight need not be a leaf
+            out = candidate(x, w, problem.eps) if r is None else \
+                candidate(x, w, problem.eps, r)
     except Exception as e:
         raise CandidateError(f"the candidate raised {type(e).__name__}: {e}") from e
     if isinstance(out, (tuple, list)):

@@ -94,15 +94,16 @@ def _midpoint_row(n, dtype, g, scale):
     if dtype not in (torch.bfloat16, torch.float16):
         return (torch.randn(n, generator=g) * scale).to(dtype)  # no 16-bit rounding to aim at
     big = torch.tensor(64.0 * scale * _uniform(g, 1, 2)).to(dtype).float()
-    # The others are about 2^-13 / sqrt(n) of `big`: all their squares together stay under
-    # half an ulp of big^2 in fp32, so rstd is rsqrt(big^2 / n + eps) whatever order sums
-    # them, and x * rstd (about 2^-13) is a normal number even in fp16.
+    # The others have x * rstd in [2^-14, 2^-13) (normal even in fp16): all their squares
+    # together are then below 2^-26 of big^2, under half an ulp of it in fp32, so rstd is
+    # rsqrt(big^2 / n + eps) whatever order sums them.
     rstd = torch.rsqrt(big * big / n + 1e-6)
     mant = 10 if dtype == torch.float16 else 7
-    exp = int(torch.floor(torch.log2(big)).item()) - 13 - (n.bit_length() + 1) // 2
-    pool = (1 + torch.arange(2 ** mant) / 2 ** mant) * 2.0 ** exp
-    pool = pool.to(dtype).float()
+    exp = int(torch.floor(torch.log2(2.0 ** -14 / rstd)).item())
+    pool = ((1 + torch.arange(2 ** (mant + 1)) / 2 ** mant) * 2.0 ** exp).to(dtype).float()
     p = pool * rstd
+    keep = (p >= 2.0 ** -14) & (p < 2.0 ** -13)
+    pool, p = pool[keep], p[keep]
     spacing = (2.0 ** torch.floor(torch.log2(p))) / 2 ** mant
     frac = torch.remainder(p / spacing, 1.0)
     closest = pool[torch.argsort((frac - 0.5).abs())[:8]]

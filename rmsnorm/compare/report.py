@@ -195,26 +195,24 @@ class Report:
         return [DOES[(a, getattr(self.best_recipe, a))].format(dtype=dt) for a in diff]
 
     def _where(self, diff, dt):
-        out = []
         ok = self._rstd_rows_ok()
         in_bad_rows = diff[~ok].sum().item() / diff.sum().item()
-        if ok.all():
-            out.append("Every row's implied rstd matches the recipe's: the reduction agrees "
-                       "and the difference is in the elementwise rounding.")
-        elif in_bad_rows > 0.5:
-            out.append(f"{_pct(in_bad_rows)} of them are in the {int((~ok).sum())} rows whose "
-                       f"implied rstd differs from the recipe's: the reduction differs "
-                       f"(the sum of squares, its order, or eps).")
+        if in_bad_rows > 0.5:
+            return [f"{_pct(in_bad_rows)} of them are in the {int((~ok).sum())} rows whose "
+                    f"implied rstd differs from the recipe's: the reduction differs (the sum "
+                    f"of squares, its order, or eps)."]
         share, chance = self._midpoint_share(diff)
         if share is not None and share >= 0.9:
             ev = self._best_eval()
             stage = "x * rstd" if self.best_recipe.rounding == "llama" else "x * rstd * w"
-            out.append(f"{'All' if share == 1 else _pct(share)} of the differing elements "
-                       f"are where {stage} lands on a {DTYPE_NAMES[ev.first_dtype]} rounding "
-                       f"midpoint (within 1/1024 ulp; {_pct(chance)} of all elements are): "
-                       f"a last-bit difference in rstd (a different order of the sum) "
-                       f"rounds them the other way.")
-        return out
+            return [f"{'All' if share == 1 else _pct(share)} of them are where {stage} lands "
+                    f"on a {DTYPE_NAMES[ev.first_dtype]} rounding midpoint (within 1/1024 ulp; "
+                    f"{_pct(chance)} of all elements are): a last-bit difference in rstd (the "
+                    f"order of the sum) or in the tie rule rounds them the other way."]
+        return [f"The implied rstd matches the recipe's in {int(ok.sum())} of {len(ok)} "
+                f"rows and the differing elements are not on rounding midpoints: no rounding "
+                f"rule of the space explains them (noise, a race, or an approximate "
+                f"operation)."]
 
     def table(self):
         """The rows as a text table, closest first."""
@@ -224,8 +222,7 @@ class Report:
             head += ["residual_out identical"]
         lines = [head]
         for r in self.rows:
-            name = rc.names_of(r.recipe)
-            cells = [(name[0] if name else _short(r.recipe, res)), _pct(r.identical),
+            cells = [self.short(r.recipe), _pct(r.identical),
                      _ulps(r.max_ulp, unit=False), f"{r.mean_ulp:.3g}", _pct(r.rstd_rows)]
             if res:
                 cells.append(_pct(r.residual_identical))
@@ -259,42 +256,72 @@ class Report:
                 f.write(text + "\n")
         return text
 
+    def _distinct_rows(self, top):
+        """The `top` closest rows whose recipes give different outputs (a recipe one
+        undetermined axis away gives the same bits and would hide under the first)."""
+        chosen = []
+        for r in self.rows:
+            ev = self._evaluated[r.recipe]
+            if any(bool(same_bits(ev.y, self._evaluated[c.recipe].y).all()) for c in chosen):
+                continue
+            chosen.append(r)
+            if len(chosen) == top:
+                break
+        return chosen
+
     def plot(self, path, top=3):
-        """PNG: histograms of the ulp distance of the `top` closest recipes, and where the
-        elements differing from the closest fall (row x column)."""
+        """PNG: histograms of the ulp distance of the `top` closest recipes (with different
+        outputs), and where the elements differing from the closest fall (row x column); when
+        the candidate is exact, where the runner-up differs (what told them apart)."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-        for r in self.rows[:top]:
-            d = ulp_distance(self.y, self._evaluated[r.recipe].y).flatten()
-            d = d[torch.isfinite(d)].clamp(max=64)
-            name = rc.names_of(r.recipe)
-            label = name[0] if name else _short(r.recipe, self.has_residual)
-            left.hist(d.numpy(), bins=torch.arange(0, 66).numpy() - 0.5, histtype="step",
-                      linewidth=1.5, label=f"{label} ({_pct(r.identical)} identical)")
+        fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+        shown = self._distinct_rows(top)
+        dists = [ulp_distance(self.y, self._evaluated[r.recipe].y).flatten() for r in shown]
+        finite = torch.cat([d[torch.isfinite(d)] for d in dists])
+        top_ulp = finite.max().item() if finite.numel() else 1
+        hi = int(min(64, top_ulp)) + 1
+        for r, d in zip(shown, dists):
+            d = d[torch.isfinite(d)].clamp(max=hi)
+            left.hist(d.numpy(), bins=(torch.arange(0, hi + 2) - 0.5).numpy(),
+                      histtype="step", linewidth=1.5,
+                      label=f"{self.short(r.recipe)}: {_pct(r.identical)} identical")
         left.set_yscale("log")
-        left.set_xlabel(f"ulps of {DTYPE_NAMES[self.y.dtype]} between candidate and recipe "
-                        "(clamped at 64)")
+        left.set_xlabel(f"ulps of {DTYPE_NAMES[self.y.dtype]} between candidate and recipe"
+                        + (" (clamped at 65)" if top_ulp > 64 else ""))
         left.set_ylabel("elements")
         left.set_title("distance to the closest recipes")
-        left.legend(fontsize=7)
-        diff = self.differing().float()
-        right.imshow(diff.numpy(), aspect="auto", interpolation="nearest", cmap="Reds",
-                     vmin=0, vmax=1)
+        left.legend(fontsize=7, loc="upper right")
+        if self.exact and len(shown) > 1:
+            other = self._evaluated[shown[1].recipe].y
+            mask = ~(same_bits(self.y, other) | (torch.isnan(self.y) & torch.isnan(other)))
+            title = f"where {self.short(shown[1].recipe)} differs\n(the candidate is exactly " \
+                    f"{self.short(self.best_recipe)})"
+        else:
+            mask = self.differing()
+            title = f"elements differing from {self.short(self.best_recipe)}"
+        right.imshow(mask.float().numpy(), aspect="auto", interpolation="nearest",
+                     cmap="Reds", vmin=0, vmax=1)
         right.set_xlabel("column")
         right.set_ylabel("row")
-        right.set_title(f"elements differing from {self.label()}"[:70])
+        right.set_title(title, fontsize=9)
         fig.tight_layout()
         fig.savefig(path, dpi=90)
         plt.close(fig)
         return path
 
-
-def _short(r, residual):
-    return ",".join(f"{k}={v}" for k, v in r.as_dict(residual).items())
+    def short(self, r):
+        """A recipe's name, or the nearest named point + the axes that differ."""
+        names = rc.names_of(r)
+        if names:
+            return names[0]
+        base = min(rc.NAMED, key=lambda n: sum(getattr(rc.NAMED[n].recipe, a) != getattr(r, a)
+                                               for a in self.best))
+        return base + "".join(f" +{a}={getattr(r, a)}" for a in self.best
+                              if getattr(rc.NAMED[base].recipe, a) != getattr(r, a))
 
 
 def _pct(f):
