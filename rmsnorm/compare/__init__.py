@@ -17,7 +17,8 @@ from rmsnorm.compare.report import Report
 
 
 def model(model, inputs, candidate, **kw):
-    """Per-layer diagnosis and hidden-state drift of a Hugging Face model (rmsnorm.compare.hf_model)."""
+    """Per-layer diagnosis and hidden-state drift of a Hugging Face model
+    (rmsnorm.compare.hf_model)."""
     from rmsnorm.compare.hf_model import compare_model
 
     return compare_model(model, inputs, candidate, **kw)

@@ -1,4 +1,5 @@
-"""rmsnorm.compare.model(model, inputs, candidate): a candidate norm inside a Hugging Face model, layer by layer.
+"""rmsnorm.compare.model(model, inputs, candidate): a candidate norm inside a Hugging Face
+model, layer by layer.
 
 Two forwards of the model on the same inputs:
 
