@@ -1,6 +1,7 @@
 """The package's layers import downward only: the library never imports the tools
 (rmsnorm_tools), the launcher and the PyTorch layer never import the oracle the tests hold
-them against (rmsnorm.reference), and the device code imports nothing of the host side."""
+them against (rmsnorm.reference) nor the diagnosis tool built on it (rmsnorm.compare), and
+the device code imports nothing of the host side."""
 
 import ast
 import pathlib
@@ -28,10 +29,12 @@ def _modules(folder):
 
 @pytest.mark.parametrize("folder, forbidden", [
     ("rmsnorm", ("rmsnorm_tools",)),
-    ("rmsnorm/launch", ("rmsnorm.reference", "rmsnorm.pytorch", "rmsnorm.integrations")),
-    ("rmsnorm/pytorch", ("rmsnorm.reference",)),
-    ("rmsnorm/integrations", ("rmsnorm.reference",)),
-    ("rmsnorm/kernels", ("rmsnorm.launch", "rmsnorm.pytorch", "rmsnorm.aot", "torch")),
+    ("rmsnorm/launch", ("rmsnorm.reference", "rmsnorm.pytorch", "rmsnorm.integrations",
+                        "rmsnorm.compare")),
+    ("rmsnorm/pytorch", ("rmsnorm.reference", "rmsnorm.compare")),
+    ("rmsnorm/integrations", ("rmsnorm.reference", "rmsnorm.compare")),
+    ("rmsnorm/kernels", ("rmsnorm.launch", "rmsnorm.pytorch", "rmsnorm.aot", "torch",
+                         "rmsnorm.compare")),
 ])
 def test_a_layer_never_imports_what_sits_above_it_or_the_oracle(folder, forbidden):
     for path in _modules(folder):

@@ -1,0 +1,100 @@
+"""rmsnorm-compare: a candidate imported, planted or saved as tensors, diagnosed and written as
+JSON and PNG; bad arguments and failing candidates exit non-zero with the reason."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rmsnorm import compare
+from rmsnorm.compare import cli, space
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "compare", "fused_add.py")
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_an_imported_in_place_fused_add_is_diagnosed(capsys, tmp_path):
+    code, out, _ = run(capsys, "--impl", f"{EXAMPLE}:fused_add_rms_norm", "--convention",
+                       "inplace", "--residual", "--shapes", "20x64", "--json",
+                       str(tmp_path / "r.json"))
+    assert code == 0
+    assert "fused_add_fp32_sum" in out and "normalizes the unrounded fp32 sum" in out
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["exact"] is True and doc["best"]["residual"] == "fp32"
+
+
+def test_a_planted_recipe_per_shape_with_plots(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    code, out, _ = run(capsys, "--recipe", "upcast=none,store=truncate", "--dtype", "fp16",
+                       "--shapes", "10x32", "15x48", "--plot", str(tmp_path / "p.png"))
+    assert code == 0 and out.count("Bit-identical to") == 2
+    assert out.count("== ") == 2
+    for shape in ("10x32", "15x48"):
+        assert (tmp_path / f"p_{shape}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_rmsnorm_function_with_keywords(capsys):
+    code, out, _ = run(capsys, "--impl", "rmsnorm.reference:contract_rms_norm", "--kwarg",
+                       "casting_mode='gemma'", "--convention", "functional", "--shapes", "8x32")
+    # contract_rms_norm returns (y, rstd): a pair where a norm returns y is a bad output.
+    assert code == 1
+
+
+@pytest.mark.parametrize("fmt", ["pt", "safetensors"])
+def test_saved_tensors_are_diagnosed(capsys, tmp_path, fmt):
+    x, w, r = compare.generate((12, 64), torch.bfloat16, residual=True, seed=4)
+    ev = space.evaluate(space.recipe("truncating_llama"), x, w, residual=r)
+    tensors = {"x": x, "weight": w, "residual": r, "y": ev.y, "residual_out": ev.residual_out}
+    path = tmp_path / f"t.{fmt}"
+    if fmt == "pt":
+        torch.save(tensors, path)
+    else:
+        safetensors = pytest.importorskip("safetensors.torch")
+        safetensors.save_file(tensors, path)
+    code, out, _ = run(capsys, "--tensors", str(path))
+    assert code == 0
+    assert "Bit-identical to HF Llama with truncating conversions" in out
+
+
+def test_bad_arguments_exit_2_with_the_reason(capsys, tmp_path):
+    code, _, err = run(capsys, "--impl", "no_such_module_xyz:f")
+    assert code == 2 and "no_such_module_xyz" in err
+    code, _, err = run(capsys, "--recipe", "store=sometimes")
+    assert code == 2 and "store" in err
+    torch.save({"x": torch.randn(2, 8)}, tmp_path / "t.pt")
+    code, _, err = run(capsys, "--tensors", str(tmp_path / "t.pt"))
+    assert code == 2 and "has no y" in err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--recipe", "hf_llama", "--shapes", "12by4"])
+    assert e.value.code == 2
+
+
+def test_python_m_runs_the_same_main():
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-m", "rmsnorm.compare", "--recipe", "hf_gemma",
+                           "--shapes", "6x32", "--dtype", "bf16"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Bit-identical to HF Gemma" in done.stdout
+
+
+def test_import_and_diagnose_need_neither_matplotlib_nor_transformers():
+    code = ("import sys, torch; from rmsnorm import compare; "
+            "x, w, _ = compare.generate((4, 16), torch.bfloat16); "
+            "compare.diagnose(lambda x, w, e: compare.evaluate(compare.Recipe(), x, w, e).y, "
+            "x, w).summary(); "
+            "print(sorted(m for m in ('matplotlib', 'transformers') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
