@@ -269,6 +269,15 @@ def implied_rstd(y, a):
     return (yd * a).sum(-1) / (a * a).sum(-1)
 
 
+def rstd_rows_match(fit_y, fit_r, a, in_dtype, out_dtype):
+    """Per row: the implied rstd fit_y (the candidate's) is within the module doc's
+    tolerance of fit_r (a recipe's), both from implied_rstd over the same a."""
+    u = max(_unit_roundoff(in_dtype), _unit_roundoff(out_dtype))
+    tol = 4 * u / (a != 0).sum(-1).clamp(min=1).double().sqrt()
+    return ((fit_y - fit_r).abs() <= tol * fit_r.abs()) | (torch.isnan(fit_y)
+                                                          & torch.isnan(fit_r))
+
+
 class _Search:
     def __init__(self, problem, y, residual_out):
         self.p = problem
@@ -278,9 +287,6 @@ class _Search:
         self.outputs = {}   # Recipe -> space.Evaluation
         self._a = problem.fit_input()
         self._fit_y = implied_rstd(y, self._a)
-        u = max(_unit_roundoff(problem.dtype), _unit_roundoff(y.dtype))
-        n = (self._a != 0).sum(-1).clamp(min=1).double()
-        self._tol = 4 * u / n.sqrt()
         self._axes = [a for a in AXES if problem.residual is not None or a != "residual"]
 
     def evaluate(self, r):
@@ -295,9 +301,8 @@ class _Search:
     def _row(self, r, yr, sr):
         d = ulp_distance(self.y, yr)
         same = same_bits(self.y, yr) | (torch.isnan(self.y) & torch.isnan(yr))
-        fit_r = implied_rstd(yr, self._a)
-        both_nan = torch.isnan(fit_r) & torch.isnan(self._fit_y)
-        rows_ok = ((self._fit_y - fit_r).abs() <= self._tol * fit_r.abs()) | both_nan
+        rows_ok = rstd_rows_match(self._fit_y, implied_rstd(yr, self._a), self._a,
+                                  self.p.dtype, self.y.dtype)
         row = Row(r, rc.names_of(r), same.double().mean().item(), d.max().item(),
                   d.mean().item(), rows_ok.double().mean().item())
         if self.residual_out is not None:

@@ -9,7 +9,7 @@ import math
 import torch
 
 from rmsnorm.compare import space as rc
-from rmsnorm.compare.diagnose import same_bits, ulp_distance
+from rmsnorm.compare.diagnose import implied_rstd, rstd_rows_match, same_bits, ulp_distance
 
 # Of an ulp: an fp32 value this close to a midpoint is "on" it. A few fp32 ulps of rstd (another
 # order of the sum, an approximate rsqrt) move x * rstd by 2^-16 (bf16) to 2^-10 (fp16) of an
@@ -114,13 +114,9 @@ class Report:
 
     def _rstd_rows_ok(self):
         """Per row: the candidate's implied rstd matches the best recipe's."""
-        from rmsnorm.compare.diagnose import _unit_roundoff, implied_rstd
-
         a = self.problem.fit_input()
-        fc, fr = implied_rstd(self.y, a), implied_rstd(self._best_eval().y, a)
-        u = max(_unit_roundoff(self.dtype), _unit_roundoff(self.y.dtype))
-        tol = 4 * u / (a != 0).sum(-1).clamp(min=1).double().sqrt()
-        return ((fc - fr).abs() <= tol * fr.abs()) | (torch.isnan(fc) & torch.isnan(fr))
+        return rstd_rows_match(implied_rstd(self.y, a), implied_rstd(self._best_eval().y, a),
+                               a, self.dtype, self.y.dtype)
 
     # -- words --------------------------------------------------------------------------
 
