@@ -5,13 +5,14 @@
 # the newest release): CMake builds librmsnorm and the torch ops against that torch. From
 # outside the checkout it imports the installed package, checks that the op library loaded from
 # the venv, runs each console script with --help, runs rmsnorm-demo (no GPU in that venv:
-# Triton's interpreter) and the looped kernels against float64.
+# Triton's interpreter), rmsnorm-compare on a planted recipe and the looped kernels against
+# float64.
 # Quiet when it works (one line); the log and a FAILED line when it does not (exit 1).
 # Skipped, exit 0, with a message, where pip cannot install those (no network: the GPU
 # machine) or RMSNORM_SKIP_INSTALL_CHECK=1. Called by scripts/test.sh; pip's cache is reused.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SCRIPTS=(rmsnorm-bench rmsnorm-demo rmsnorm-sweep)
+SCRIPTS=(rmsnorm-bench rmsnorm-demo rmsnorm-sweep rmsnorm-compare)
 t0=$SECONDS
 
 say() { echo "rmsnorm: install check: $*" >&2; }
@@ -76,6 +77,11 @@ for script in "${SCRIPTS[@]}"; do
 done
 run rmsnorm-demo >>"$log" 2>&1 || fail "rmsnorm-demo exited $?"
 grep -q "^correctness: OK" "$log" || fail "rmsnorm-demo did not report correctness: OK"
+# rmsnorm-compare in a venv without matplotlib and transformers (it needs them for --plot and
+# the model mode only): a planted recipe, named.
+run rmsnorm-compare --recipe hf_gemma --shapes 8x32 >>"$log" 2>&1 ||
+    fail "rmsnorm-compare exited $?"
+grep -q "^Bit-identical to HF Gemma" "$log" || fail "rmsnorm-compare did not name HF Gemma"
 # The looped path (a loop over the row, its bound a kernel argument), forward and backward.
 run env TRITON_INTERPRET=1 python - >>"$log" 2>&1 <<'EOF' || fail "looped kernels vs float64"
 import torch
@@ -102,4 +108,5 @@ print("looped kernels: y, dx, dw within 1e-5 of float64")
 EOF
 say "OK in $((SECONDS - t0)) s: a fresh venv with $versions, the op library built and" \
     "loaded from it; ${SCRIPTS[*]} --help;" \
-    "rmsnorm-demo and the looped kernels on the CPU (Triton's interpreter)"
+    "rmsnorm-demo and the looped kernels on the CPU (Triton's interpreter);" \
+    "rmsnorm-compare on a planted recipe"
