@@ -19,10 +19,10 @@ def test_every_pair_of_recipes_one_axis_apart_differs(dtype, residual):
     for p, ev in outs.items():
         for axis in axes:
             other = outs[p.flip(axis)]
-            differs = ~torch.equal(ev.y.view(torch.int16), other.y.view(torch.int16))
+            differs = not torch.equal(ev.y.view(torch.int16), other.y.view(torch.int16))
             if residual:
-                differs |= ~torch.equal(ev.residual_out.view(torch.int16),
-                                        other.residual_out.view(torch.int16))
+                differs = differs or not torch.equal(ev.residual_out.view(torch.int16),
+                                                     other.residual_out.view(torch.int16))
             assert differs, f"{p} and its {axis} flip give the same bits"
 
 

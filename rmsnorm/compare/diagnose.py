@@ -229,6 +229,9 @@ def _call(candidate, problem):
     except Exception as e:
         raise CandidateError(f"the candidate raised {type(e).__name__}: {e}") from e
     if isinstance(out, (tuple, list)):
+        if r is None:
+            raise CandidateError(f"the candidate returned {len(out)} values; without a "
+                                 "residual a norm returns y alone")
         if len(out) != 2:
             raise CandidateError(f"the candidate returned {len(out)} values; expected y or "
                                  "(y, residual_out)")
