@@ -36,6 +36,8 @@ import re
 import sys
 import time
 
+from rmsnorm.launch import configs
+
 # Op, dtype and flag codes of a kernel's key, and its fields with their widths in bits, low
 # bits first: the C++ runtime packs keys from the same (rmsnorm.aot.abi generates its header).
 OPS = ("fwd", "add", "bwd", "reduce")
@@ -59,7 +61,7 @@ ALIGN_NONE, ALIGN_PTR, ALIGN_VEC = 0, 1, 2
 # The quantized forward's codes: its mode (rmsnorm.kernels.quantize's NONE, STATIC, TOKEN,
 # GROUP: 0 is the plain forward), its format (rmsnorm_quant_format's values) and its group
 # (an index into GROUP_SIZES: 0 for no groups).
-QUANT_MODES = ("none", "static", "token", "group")
+QUANT_MODES = ("none",) + configs.QUANTIZED_SCALES
 QFORMATS = ("e4m3", "int8", "e5m2")
 QFORMAT_TYPES = {"e4m3": ("fp8e4nv", "float8e4nv"), "int8": ("i8", "int8"),
                  "e5m2": ("fp8e5", "float8e5")}  # (the pointer's, tl's dtype)

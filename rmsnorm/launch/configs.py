@@ -254,7 +254,9 @@ QUANTIZED_MIN_TILE = 2048
 # The most programs per SM of a quantized forward whose scales come from its rows (per token
 # or per group).
 QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM = 8
-# Where the quantized forward's scales come from (its kernels' QUANT, by name).
+# Where the quantized forward's scales come from, by name, in the order of its kernels' QUANT
+# codes 1, 2, 3 (rmsnorm.kernels.quantize's STATIC, TOKEN, GROUP; 0 is the plain forward):
+# the one list the launcher's and the AOT build's names of the modes derive from.
 QUANTIZED_SCALES = ("static", "token", "group")
 # Register caps (Launch.max_registers) of the quantized forward on 2-byte rows (bf16, fp16),
 # by (op, scales) and the table row's (tile columns, warps): a cap lets more programs share an

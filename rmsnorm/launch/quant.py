@@ -7,14 +7,14 @@ import dataclasses
 import torch
 import triton.language as tl
 
-from rmsnorm.launch import contract, ops, quant_contract, validation as v
+from rmsnorm.launch import configs, contract, ops, quant_contract, validation as v
 from rmsnorm.kernels import quantize as q
 
 TRITON_DTYPES = {torch.float8_e4m3fn: tl.float8e4nv, torch.float8_e5m2: tl.float8e5,
                  torch.int8: tl.int8}
 INPUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# Each mode's name in the launch rules (configs.QUANTIZED_SCALES).
-SCALES = {q.STATIC: "static", q.TOKEN: "token", q.GROUP: "group"}
+# Each mode's name in the launch rules, by its kernels' code.
+SCALES = dict(enumerate(configs.QUANTIZED_SCALES, start=q.STATIC))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,8 +172,6 @@ def _launch_for(x, residual, weight, how, group_size, fused, launch):
     """The forward's launch from the table in its quantized form (configs.quantized_rule;
     tile or looped: the quantized kernels have no split forward), or the caller's; a group
     must not straddle two tiles."""
-    from rmsnorm.launch import configs
-
     n = x.shape[-1]
     if launch is not None:
         ops._check_launch(launch, n, "fwd")
