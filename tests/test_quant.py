@@ -192,6 +192,46 @@ def test_nan_inf_and_zero_rows_stay_in_their_row(device, quant_dtype, mode):
     assert (r.out[1].float() == 0).all(), "an all-zero row quantizes to (signed) zeros"
 
 
+@pytest.mark.parametrize("quant_dtype", [torch.float8_e4m3fn, torch.int8], ids=str)
+@pytest.mark.parametrize("mode", ["token", "token-ub", "group64"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("fused", [False, True], ids=["norm", "fused-add"])
+def test_nans_are_left_out_of_the_scales(device, quant_dtype, mode, dtype, fused):
+    """A NaN in y (a NaN weight column: one per row; a NaN in x: the whole row) is left out
+    of its row's or group's max, in every dtype (the interpreter once compared bf16 by its
+    bits, where a NaN equals itself, and kept it: a NaN scale)."""
+    if not applies(mode, quant_dtype):
+        pytest.skip("scale_ub is for fp8")
+    seed = seed_of("quant-nan", quant_dtype, mode, dtype, fused)
+    x = randn((5, 192), dtype, device, seed, scale=2.0)
+    x[3, 10] = float("nan")
+    residual = randn((5, 192), dtype, device, seed + 1) if fused else None
+    w = weight_for(192, dtype, device, seed)
+    w[70] = float("nan")
+    r = check(x, w, residual, quant_dtype, **mode_kwargs(mode, quant_dtype, device))
+    assert not r.scales.isnan().any(), "a NaN reached a scale"
+    assert (r.scales[0] > 0).all()
+    # The all-NaN row: per-token int8's scale of an empty max, 0; every other mode's floor.
+    empty = r.scales[3] == 0 if quant_dtype == torch.int8 and mode == "token" else \
+        r.scales[3] > 0
+    assert empty.all()
+
+
+def test_a_nan_bound_bounds_nothing(device):
+    """scale_ub = NaN: vLLM bounds the max with fminf, which returns the number of a (number,
+    NaN) pair; so do rmsnorm's kernels, its interpreter route and its CPU recipe."""
+    seed = seed_of("quant-nan-ub")
+    x = randn((4, 256), torch.bfloat16, device, seed, scale=3.0)
+    w = weight_for(256, torch.bfloat16, device, seed)
+    nan = torch.tensor([float("nan")], device=device)
+    r = check(x, w, None, torch.float8_e4m3fn, scale_ub=nan)
+    free = rmsnorm.rms_norm_quant(x, w)
+    assert_same(r.scales, free.scales, "scales")
+    assert_same(r.out, free.out, "out")
+    assert_same(reference.quantize(r.unquantized, torch.float8_e4m3fn, scale_ub=nan)[1],
+                free.scales, "the recipe's scales")
+
+
 def test_scale_ub_bounds_the_scale(device):
     """A row whose max exceeds scale_ub gets scale_ub / 448 and saturates."""
     seed = seed_of("quant-ub")

@@ -254,7 +254,7 @@ def _tile_rows(
                 amax = tl.maximum(amax, tl.max(q.abs_for_max(y, SOFT_BF16), axis=1))
                 ys = ys + (y,)
             amax = amax.to(tl.float32)
-            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE)
+            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE, SOFT_BF16)
             row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE)
             tl.store(SCALE + rows * ss_row, row_scale, mask=row_mask)
         for k in tl.static_range(CHUNKS):
@@ -449,7 +449,7 @@ def _loop_rows(
                                     HAS_W, LLAMA, SOFT_BF16), y_dtype, SOFT_BF16)
                 amax = tl.maximum(amax, tl.max(q.abs_for_max(y.to(tl.float32), SOFT_BF16),
                                                      axis=0))
-            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE)
+            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE, SOFT_BF16)
             row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE)
             tl.store(SCALE + row * ss_row, row_scale)
 

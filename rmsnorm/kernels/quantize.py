@@ -39,21 +39,29 @@ def quant_max(Q_DTYPE: tl.constexpr):
 @triton.jit
 def abs_for_max(y, SOFT: tl.constexpr):
     """|y| for a max that starts at 0 and skips NaNs. The GPU's max reductions drop NaNs (as
-    fmaxf does); the interpreter's (SOFT) keep them, so there they are mapped to 0 first."""
+    fmaxf does); the interpreter's (SOFT) keep them, so there they are mapped to 0 first,
+    found in fp32: the interpreter holds bf16 as its bits, and compares the bits (a NaN
+    equals itself)."""
     if SOFT:
-        return tl.where(y != y, 0.0, tl.abs(y))
+        yf = y.to(tl.float32)
+        return tl.where(yf != yf, 0.0, tl.abs(y))
     else:
         return tl.abs(y)
 
 
 @triton.jit
-def token_scale(amax, SCALE_UB, has_ub, Q_DTYPE: tl.constexpr):
+def token_scale(amax, SCALE_UB, has_ub, Q_DTYPE: tl.constexpr, SOFT: tl.constexpr):
     """A row's dequantization scale from its max |y|: min(amax, scale_ub) / qmax (scale_ub
-    read when has_ub), floored at 1 / (qmax * 512) for fp8; int8 has neither (an all-zero
-    row gets scale 0)."""
+    read when has_ub; a NaN bound bounds nothing, as vLLM's fminf takes it), floored at
+    1 / (qmax * 512) for fp8; int8 has neither (an all-zero row gets scale 0)."""
     qmax = quant_max(Q_DTYPE)
     if Q_DTYPE != tl.int8:
-        amax = tl.minimum(amax, tl.load(SCALE_UB, mask=has_ub != 0, other=float("inf")))
+        ub = tl.load(SCALE_UB, mask=has_ub != 0, other=float("inf"))
+        if SOFT:
+            # The GPU's min.f32 returns the number of a (number, NaN) pair; numpy's minimum,
+            # the interpreter's, the NaN.
+            ub = tl.where(ub != ub, float("inf"), ub)
+        amax = tl.minimum(amax, ub)
     s = tl.math.div_rn(amax, qmax)
     if Q_DTYPE != tl.int8:
         s = tl.maximum(s, tl.math.div_rn(1.0, qmax * 512.0))

@@ -71,7 +71,8 @@ def quantize(y, quant_dtype, *, scale=None, group_size=None, scale_ub=None,
             inverse = torch.where(amax == 0, 0.0, _div(torch.full_like(amax, 127.0), amax))
             return _to_format(yf * inverse, quant_dtype, 0.0), _div(amax, 127.0)
         if scale_ub is not None:
-            amax = torch.minimum(amax, scale_ub.float().reshape(()))
+            # fmin: a NaN bound bounds nothing (vLLM's fminf; the kernels' min.f32).
+            amax = torch.fmin(amax, scale_ub.float().reshape(()))
         s = torch.maximum(_div(amax, qmax), _div(torch.ones_like(amax), qmax * 512.0))
         return _to_format(_div(yf, s), quant_dtype, qmax), s
     groups = yf.reshape(*yf.shape[:-1], yf.shape[-1] // group_size, group_size)
