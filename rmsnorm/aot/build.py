@@ -206,6 +206,7 @@ def _signature(spec, arch):
         return kernel, types, consts, {"DWP", "DW"}, {"N"}, warps, 1
     launch = _launch(spec, arch)
     loop = launch.path == "loop"
+    row_vec = configs.row_vector(ELEM_BYTES[spec.dtype])  # one dtype for the whole row
     common = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                   W_RESIDENT=launch.w_resident, HAS_W=spec.has_w, TWO_LEVEL=False,
                   LLAMA=spec.llama, ACC=tl.float32, SOFT_BF16=False,
@@ -222,13 +223,13 @@ def _signature(spec, arch):
         pointers = dict(X=t, RESIDUAL=t, W=t, Y="*" + ptr_type, RESIDUAL_OUT=t, RSTD="*fp32",
                         SCALE="*fp32", SCALE_UB="*fp32", UNQ=t)
         consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
-                      HAS_RESIDUAL=spec.op == "add", QUANT=spec.quant,
+                      HAS_RESIDUAL=spec.op == "add", VEC=row_vec, QUANT=spec.quant,
                       Q_DTYPE=getattr(tl, q_dtype), GROUP_SIZE=spec.group)
     else:
         kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
         pointers = dict(X=t, RESIDUAL=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
         consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
-                      HAS_RESIDUAL=spec.op == "add")
+                      HAS_RESIDUAL=spec.op == "add", VEC=row_vec)
     types = {}
     for name in kernel.arg_names:
         if name in consts:

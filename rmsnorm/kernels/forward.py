@@ -41,6 +41,18 @@ def _row_start(rows, H, s_outer, s_inner, TWO_LEVEL: tl.constexpr):
 
 
 @triton.jit
+def _row_cols(BLOCK_N: tl.constexpr, VEC: tl.constexpr):
+    """A tile's columns, hinted contiguous in runs of VEC (rmsnorm.launch.configs.row_vector):
+    every load and store of the row then takes VEC elements to a thread, and the row has one
+    layout in every kernel. Left to itself, Triton lays a row out by its best-aligned access
+    (the weight's, always aligned) where it shares the row's shape, or by a narrower store's,
+    so a kernel that re-reads the weight, holds more rows or stores more outputs summed the
+    squares in another order (rstd, and so y, an ulp apart at widths off 16; float32 at
+    most)."""
+    return tl.max_contiguous(tl.arange(0, BLOCK_N), VEC)
+
+
+@triton.jit
 def _as_fp32(eps, offset):
     # The contract's scalars are fp32 (the GPU passes them so); the interpreter would keep a
     # Python float's double precision.
@@ -94,6 +106,15 @@ def _load_weight(W, cols, mask, offset, ACC: tl.constexpr, PAIRS: tl.constexpr =
 
 
 @triton.jit
+def _row_weight(W, cols, N, offset, ACC: tl.constexpr, PAIRS: tl.constexpr = False):
+    """The weight (+ offset) of columns cols for the forward kernels, read through a pointer
+    that Triton knows to be no better aligned than the rows: W + min(N, 0), which is W, with
+    n's divisibility. An aligned weight beside rows off 16 bytes would otherwise set the
+    layout of the accesses that share its shape (_row_cols), and only of those."""
+    return _load_weight(W + tl.minimum(N, 0), cols, cols < N, offset, ACC, PAIRS)
+
+
+@triton.jit
 def _scale(v, rstd, w, NORM_DTYPE: tl.constexpr, HAS_W: tl.constexpr, LLAMA: tl.constexpr,
            SOFT_BF16: tl.constexpr, PAIRS: tl.constexpr = False):
     """y (in ACC, not yet rounded) from normalized input v, 1/rms and weight (+ offset);
@@ -122,14 +143,14 @@ def fwd_tile_kernel(
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
-    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
 ):
     _tile_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, Y, Y, Y,
                M, N, H, rstd_rows,
                sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
                0, 0, 0, 0, 0, eps, offset,
                BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
-               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL,
+               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL, VEC,
                q.NONE, Y.dtype.element_ty, 0)
 
 
@@ -144,7 +165,7 @@ def fwd_quant_tile_kernel(
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
-    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
     QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
 ):
     """The tile forward with y quantized: Y holds Q_DTYPE values (their bits as uint8 for
@@ -158,7 +179,7 @@ def fwd_quant_tile_kernel(
                sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
                ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
                BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
-               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL,
+               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL, VEC,
                QUANT, Q_DTYPE, GROUP_SIZE)
 
 
@@ -172,7 +193,7 @@ def _tile_rows(
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
-    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
     QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
 ):
     # The row is held as CHUNKS tiles of BLOCK_N columns (a tuple of tensors): a width that
@@ -182,7 +203,7 @@ def _tile_rows(
     eps, offset = _as_fp32(eps, offset)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_N)
+    cols = _row_cols(BLOCK_N, VEC)
     # The quantized forward is bound by instructions, not bytes (without a residual) or by
     # its latency (decode): there bf16 is rounded and widened two values at a time
     # (rmsnorm.kernels.rounding; the same bits). ptxas, bf16 -> e4m3 at 4096 columns, the
@@ -194,7 +215,7 @@ def _tile_rows(
     if HAS_W and W_RESIDENT:
         for k in tl.static_range(CHUNKS):
             w_cols = k * BLOCK_N + cols
-            ws = ws + (_load_weight(W, w_cols, w_cols < N, offset, ACC, PAIRS)[None, :],)
+            ws = ws + (_row_weight(W, w_cols, N, offset, ACC, PAIRS)[None, :],)
     if HAS_RESIDUAL:
         norm_dtype: tl.constexpr = RESIDUAL_OUT.dtype.element_ty
     else:
@@ -203,8 +224,6 @@ def _tile_rows(
         y_dtype: tl.constexpr = Y.dtype.element_ty
     else:
         y_dtype: tl.constexpr = UNQ.dtype.element_ty
-    # Elements of X in 16 bytes: what one thread loads at a time.
-    LOAD_VEC: tl.constexpr = 128 // X.dtype.element_ty.primitive_bitwidth
     if QUANT == q.STATIC:
         static_scale = tl.load(SCALE)
         static_inverse = tl.math.div_rn(1.0, static_scale)
@@ -280,10 +299,7 @@ def _tile_rows(
                     out = _quantize_groups(yf, rows, row_mask, k * BLOCK_N, N, SCALE, ss_row,
                                            ss_col, ROWS, BLOCK_N, GROUP_SIZE, Q_DTYPE,
                                            ue8m0, SOFT_BF16)
-                # One byte per element would take 16 to a thread: the layout of that store
-                # would then reach back to the sum of squares, summed in another order than
-                # the plain kernel's (rstd, and so y, off by an ulp). Capped at the loads'.
-                tl.store(Y + y_row + tl.max_contiguous(c, [1, LOAD_VEC]), out, mask=mask)
+                tl.store(Y + y_row + c, out, mask=mask)
 
 
 @triton.jit
@@ -308,7 +324,7 @@ def _weight_at(W, c, N, offset, HAS_W: tl.constexpr, ACC: tl.constexpr,
     """The weight (+ offset) of columns c, where it is not held in registers."""
     if HAS_W:
         # Long rows: the weight would take as many registers as the row; L1 serves it.
-        return _load_weight(W, c, c < N, offset, ACC, PAIRS)
+        return _row_weight(W, c, N, offset, ACC, PAIRS)
     else:
         return offset
 
@@ -340,14 +356,14 @@ def fwd_loop_kernel(
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
-    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
 ):
     _loop_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, Y, Y, Y,
                M, N, H, rstd_rows,
                sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
                0, 0, 0, 0, 0, eps, offset,
                BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
-               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL,
+               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL, VEC,
                q.NONE, Y.dtype.element_ty, 0)
 
 
@@ -362,7 +378,7 @@ def fwd_quant_loop_kernel(
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
-    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
     QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
 ):
     """The looped forward with y quantized (arguments as fwd_quant_tile_kernel's)."""
@@ -371,7 +387,7 @@ def fwd_quant_loop_kernel(
                sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
                ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
                BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
-               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL,
+               TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL, VEC,
                QUANT, Q_DTYPE, GROUP_SIZE)
 
 
@@ -385,7 +401,7 @@ def _loop_rows(
     W_RESIDENT: tl.constexpr, CHUNKS: tl.constexpr, KEEP_STORED: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
-    SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
     QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
 ):
     # ROWS, W_RESIDENT, CHUNKS and KEEP_STORED are part of the shared signature; this path
@@ -397,12 +413,11 @@ def _loop_rows(
     eps, offset = _as_fp32(eps, offset)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_N)
+    cols = _row_cols(BLOCK_N, VEC)
     if QUANT == q.NONE:
         y_dtype: tl.constexpr = Y.dtype.element_ty
     else:
         y_dtype: tl.constexpr = UNQ.dtype.element_ty
-    LOAD_VEC: tl.constexpr = 128 // X.dtype.element_ty.primitive_bitwidth
     if QUANT == q.STATIC:
         static_scale = tl.load(SCALE)
         static_inverse = tl.math.div_rn(1.0, static_scale)
@@ -479,4 +494,4 @@ def _loop_rows(
                                          (last - i) * BLOCK_N, N, SCALE, ss_row, ss_col, 1,
                                          BLOCK_N, GROUP_SIZE, Q_DTYPE, ue8m0, SOFT_BF16),
                         (BLOCK_N,))
-                tl.store(Y + y_at + tl.max_contiguous(c, LOAD_VEC), out, mask=m)
+                tl.store(Y + y_at + c, out, mask=m)

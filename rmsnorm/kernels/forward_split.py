@@ -18,8 +18,8 @@ few rows fit.
 import triton
 import triton.language as tl
 
-from rmsnorm.kernels.forward import (_as_fp32, _inv_rms, _load_weight, _row_start, _scale,
-                                     _tile_sumsq)
+from rmsnorm.kernels.forward import (_as_fp32, _inv_rms, _row_cols, _row_start, _row_weight,
+                                     _scale, _tile_sumsq)
 from rmsnorm.kernels.prior_grid import wait_for_prior_grid
 from rmsnorm.kernels.rounding import round_to
 
@@ -31,11 +31,12 @@ def fwd_sumsq_kernel(
     sx_o, sx_i, sresidual_o, sresidual_i, sresidual_out_o, sresidual_out_i,
     BLOCK_N: tl.constexpr, HAS_RESIDUAL: tl.constexpr, TWO_LEVEL: tl.constexpr,
     ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     wait_for_prior_grid(PDL)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_N)
+    cols = _row_cols(BLOCK_N, VEC)
     for item in tl.range(pid, M * T, nprog):
         row = tl.cast(item // T, tl.int64)
         tile = item % T
@@ -62,13 +63,14 @@ def fwd_scale_kernel(
     eps, offset,
     BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, TWO_LEVEL: tl.constexpr,
     LLAMA: tl.constexpr, ACC: tl.constexpr, SOFT_BF16: tl.constexpr, PDL: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     # SRC: x, or the fused add's rounded sum (what the looped kernel's second pass reads).
     wait_for_prior_grid(PDL)
     eps, offset = _as_fp32(eps, offset)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_N)
+    cols = _row_cols(BLOCK_N, VEC)
     norm_dtype: tl.constexpr = SRC.dtype.element_ty
     for item in tl.range(pid, M * T, nprog):
         row = tl.cast(item // T, tl.int64)
@@ -83,7 +85,7 @@ def fwd_scale_kernel(
         v = tl.load(SRC + _row_start(row, H, ssrc_o, ssrc_i, TWO_LEVEL) + c, mask=m,
                     other=0.0, eviction_policy="evict_first").to(ACC)
         if HAS_W:
-            w = _load_weight(W, c, m, offset, ACC)
+            w = _row_weight(W, c, N, offset, ACC)
         else:
             w = offset
         y = _scale(v, rstd, w, norm_dtype, HAS_W, LLAMA, SOFT_BF16)

@@ -77,6 +77,16 @@ def compile_options(vectorised: bool, max_registers: int = 0) -> dict:
     return options
 
 
+def row_vector(elem_bytes: int) -> int:
+    """The forward kernels' VEC: elements of a row that each thread loads or stores at a time
+    (at most: rows off 16 bytes take one), 16 bytes of the widest of the row's tensors
+    (elem_bytes: x, residual, weight, y and residual_out; not a quantized output, whose
+    bytes are fewer). Every access of the row takes as many, so the row has one layout, and
+    its squares one order, in every kernel that normalizes it, whatever else the kernel
+    reads or writes (rmsnorm.kernels.forward._row_cols)."""
+    return 16 // elem_bytes
+
+
 def waits_on_prior_grid(arch: int) -> bool:
     return arch >= PDL_MIN_ARCH
 

@@ -181,9 +181,13 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
             _table_dtype(x, residual))
     else:
         _check_launch(launch, x.shape[-1], "fwd")
+    # A quantized y's bytes are fewer than any other tensor's of the row: its unquantized
+    # twin (y's dtype) stands for it.
+    row_tensors = (x, residual, weight, residual_out, quant.unquantized if quant else y)
+    widest = max(t.element_size() for t in row_tensors if t is not None)
     spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(residual_out),
                         None if weight is None else weight.dtype, rstd is not None,
-                        casting_mode, launch, quant and quant.flags)
+                        casting_mode, launch, widest, quant and quant.flags)
     if spec is None or not spec[2] or not _aligned(x, residual, weight, y, residual_out):
         # Not the kernel the same data laid out contiguously would run (more than two
         # levels of row strides, a pointer off 16 bytes, a row stride that Triton
@@ -274,8 +278,10 @@ def _split_forward_spec(device, items, fused, has_w, two_level, casting_mode, dt
     acc = _acc(dtypes[0])
     grid = min(items, INTERPRETER_PROGRAMS if INTERPRETED else
                _sm_count(device) * launch.programs_per_sm)
+    widest = max(d.itemsize for d in dtypes if d is not None)
     common = dict(BLOCK_N=launch.block_n, TWO_LEVEL=two_level, ACC=acc,
-                  SOFT_BF16=INTERPRETED, PDL=_pdl(device))
+                  SOFT_BF16=INTERPRETED, PDL=_pdl(device),
+                  VEC=configs.row_vector(widest))
     sumsq = _prepare(fwd_sumsq_kernel, grid, 4, dict(common, HAS_RESIDUAL=fused),
                      launch.num_warps, ints)
     scale = _prepare(fwd_scale_kernel, grid, 5,
@@ -302,10 +308,11 @@ def _as_twin(plan, n):
 
 @functools.lru_cache(maxsize=4096)
 def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta, w_dtype,
-                 has_rstd, casting_mode, launch, quant_flags=None):
+                 has_rstd, casting_mode, launch, widest, quant_flags=None):
     """(prepared kernel, sizes and strides, whether the strides are the contiguous twin's
     kind: _as_twin) for one call signature, or None when the rows need more than two levels
-    of strides. quant_flags: the quantized epilogue's constexprs, as (name, value) pairs."""
+    of strides. widest: the largest element size of the row's tensors (configs.row_vector);
+    quant_flags: the quantized epilogue's constexprs, as (name, value) pairs."""
     fused = residual_meta is not None
     named = {"x": x_meta, "y": y_meta, "residual": residual_meta,
              "residual_out": residual_out_meta}
@@ -323,7 +330,8 @@ def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
                  W_RESIDENT=launch.w_resident, CHUNKS=launch.chunks,
                  KEEP_STORED=launch.keep_stored, HAS_RESIDUAL=fused, HAS_W=w_dtype is not None,
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
-                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device))
+                 ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device),
+                 VEC=configs.row_vector(widest))
     if quant_flags:
         flags.update(quant_flags)
         kernel = fwd_quant_tile_kernel if launch.path == "tile" else fwd_quant_loop_kernel
