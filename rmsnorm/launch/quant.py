@@ -54,10 +54,11 @@ def check(x, quant_dtype, scale, group_size, scale_ub, ue8m0, transposed_scales)
     for name, t in (("scale", scale), ("scale_ub", scale_ub)):
         if t is None:
             continue
-        v.check_tensor(name, t, device=x.device)
-        if t.dtype != torch.float32 or t.numel() != 1:
+        # Its own dtype first: check_tensor's message lists the norm's dtypes, not float32.
+        if isinstance(t, torch.Tensor) and (t.dtype != torch.float32 or t.numel() != 1):
             raise ValueError(f"{name} must be a float32 tensor of one element, got "
                              f"{t.dtype} of shape {tuple(t.shape)}")
+        v.check_tensor(name, t, device=x.device)
     if scale is not None and group_size is not None:
         raise ValueError("scale (static quantization) and group_size (dynamic per-group) "
                          "exclude each other")
@@ -124,8 +125,9 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
     if inplace:
         v.check_writable("residual (updated in place)", residual)
         v.check_no_partial_alias("residual (updated in place)", residual, "x", x)
-        v.check_disjoint("residual (updated in place)", residual, "weight", weight,
-                         ", which every row reads")
+        for name, t in (("weight", weight), ("scale", scale), ("scale_ub", scale_ub)):
+            v.check_disjoint("residual (updated in place)", residual, name, t,
+                             ", which every row reads")
     x, weight, scale, scale_ub = (ops._resolved(t) for t in (x, weight, scale, scale_ub))
     if fused and not inplace:
         residual = ops._resolved(residual)
