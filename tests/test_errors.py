@@ -241,3 +241,33 @@ def test_dx_out_must_fit_the_gradient(x):
         ops.backward(dy, x, None, rstd, dx_out=shifted)
     with pytest.raises(ValueError, match="dx_out overlaps x"):
         ops.backward(dy, x, None, rstd, dx_out=x)
+
+
+# Each public function's parameters, with a value of a type none of them takes (a list): the
+# error is a TypeError that names the parameter, raised before any op sees the call (whose
+# own message would name its schema's parameter: "Expected a value of type 'Tensor' for
+# argument 'y'").
+PUBLIC_CALLS = {
+    "rms_norm": lambda x, **kw: rmsnorm.rms_norm(x, torch.ones(8), **kw),
+    "fused_add_rms_norm": lambda x, **kw: rmsnorm.fused_add_rms_norm(
+        x, x.clone(), torch.ones(8), **kw),
+    "rms_norm_quant": lambda x, **kw: rmsnorm.rms_norm_quant(x, torch.ones(8), **kw),
+    "fused_add_rms_norm_quant": lambda x, **kw: rmsnorm.fused_add_rms_norm_quant(
+        x, x.clone(), torch.ones(8), **kw),
+}
+
+
+def _keyword_parameters():
+    import inspect
+    out = []
+    for name in PUBLIC_CALLS:
+        for p in inspect.signature(getattr(rmsnorm, name)).parameters.values():
+            if p.name not in ("x", "residual", "weight"):  # positional: test_not_a_tensor
+                out.append((name, p.name))
+    return out
+
+
+@pytest.mark.parametrize("function,parameter", _keyword_parameters(), ids=str)
+def test_every_keyword_of_a_wrong_type_is_a_type_error_naming_it(x, function, parameter):
+    with pytest.raises(TypeError, match=rf"^{parameter} must be "):
+        PUBLIC_CALLS[function](x, **{parameter: [1]})

@@ -53,6 +53,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
         except NotImplementedError:  # a layout no kernel is registered for: say which
             _name_the_layout(x=x, weight=weight)
             raise
+    _check_out(out)
     if sharded:
         # rmsnorm::fwd_into has no sharding rule: DTensor's out= is a copy.
         _no_out_under_autograd(x, weight)
@@ -74,6 +75,8 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     if not isinstance(residual, Tensor):
         raise TypeError(f"residual must be a torch.Tensor, got {type(residual).__name__} "
                         "(for the norm alone call rms_norm)")
+    if type(inplace) is not bool:  # a truthy "no" would update the residual
+        raise TypeError(f"inplace must be a bool, got {type(inplace).__name__}")
     if (type(eps) not in _NUMBERS or type(offset) not in _NUMBERS or
             type(casting_mode) is not str or not isinstance(x, Tensor) or
             (weight is not None and not isinstance(weight, Tensor))):
@@ -92,6 +95,7 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
         return y, residual_out
     if out is None and not sharded:
         return _add_fwd_inplace(x, residual, weight, eps, offset, casting_mode), residual
+    _check_out(out)
     if sharded:
         # No sharding rule writes into caller-owned tensors: DTensor's in place and out= are
         # copies.
@@ -117,6 +121,12 @@ def _checked(x, weight, eps, offset, casting_mode):
     validation.check_scalars(eps, offset, casting_mode, weight, values=not compiling)
     symbolic = (torch.SymFloat, torch.SymInt)  # traced values stay as they are
     return tuple(v if isinstance(v, symbolic) else float(v) for v in (eps, offset))
+
+
+def _check_out(out):
+    # Off the calls without out=; the op's schema would name its own parameter (y).
+    if out is not None and not isinstance(out, Tensor):
+        raise TypeError(f"out must be a torch.Tensor or None, got {type(out).__name__}")
 
 
 def _name_the_layout(**tensors):

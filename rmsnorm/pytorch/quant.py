@@ -103,7 +103,10 @@ def _group(group_size):
     """group_size as the schema takes it (0: per token); values are checked by the launcher."""
     if group_size is None:
         return 0
-    if type(group_size) is not int or group_size not in quant_contract.GROUP_SIZES:
+    if type(group_size) is not int:
+        raise TypeError(f"group_size must be an int, one of {quant_contract.GROUP_SIZES}, or "
+                        f"None, got {type(group_size).__name__}")
+    if group_size not in quant_contract.GROUP_SIZES:
         raise ValueError(f"group_size must be one of {quant_contract.GROUP_SIZES} or None, "
                          f"got {group_size!r}")
     return group_size
