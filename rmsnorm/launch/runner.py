@@ -12,12 +12,23 @@ callers' metadata caches already key on; pointer alignment (16 bytes) is keyed h
 are not specialized.
 """
 
+import threading
+import warnings
+
+import numpy as np
+
 try:
     from triton.runtime.interpreter import InterpretedFunction
 except ImportError:  # pragma: no cover - every supported triton has it
     InterpretedFunction = ()
 
 from rmsnorm.launch.configs import compile_options
+
+# Triton's interpreter patches the triton.language module for the duration of a launch (and
+# restores it after) and keeps the program's index in one global builder, so two threads in it
+# at once see each other's half-patched functions ("Did you forget to add @triton.jit ?") and
+# grids: interpreted launches run one at a time.
+_INTERPRETER = threading.Lock()
 
 
 class Prepared:
@@ -38,7 +49,7 @@ class Prepared:
     def __call__(self, *args):
         """args: the kernel's runtime arguments in order, the n_pointers tensors first."""
         if not self.direct:
-            self.kernel[self.grid](*args, **self.constexprs, num_warps=self.num_warps)
+            _interpret(self.kernel, self.grid, args, self.constexprs, self.num_warps)
             return
         aligned = tuple(t.data_ptr() % 16 == 0 for t in args[:self.n_pointers])
         launch = self.compiled.get(aligned)
@@ -52,3 +63,13 @@ class Prepared:
             # CompiledKernel[grid] launches on the current device's current stream, as the
             # JIT does; it takes every parameter, constexprs included, in order.
             self.compiled[aligned] = compiled[(self.grid[0], 1, 1)]
+
+
+def _interpret(kernel, grid, args, constexprs, num_warps):
+    """One launch under Triton's interpreter. It computes a tile's masked-off lanes too, on
+    numpy arrays (a division by zero, an fp8 cast of a NaN, a max of an all-NaN slice): numpy's
+    warnings of those are about lanes no result keeps, and are not shown."""
+    with _INTERPRETER, np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                module=r"triton\.runtime\.interpreter")
+        kernel[grid](*args, **constexprs, num_warps=num_warps)

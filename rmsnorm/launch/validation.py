@@ -96,7 +96,10 @@ def _check_real(name, v):
 
 
 def _finite_in_fp32(v):
-    # Plain comparisons, which torch.compile traces (struct does not).
+    # Plain comparisons, which torch.compile traces (struct does not), in Python floats: a
+    # numpy scalar would take FP32_OVERFLOW into its own type (np.float32: a cast that
+    # overflows, with a RuntimeWarning).
+    v = float(v) if not isinstance(v, (int, float)) else v
     return math.isfinite(v) and abs(v) < FP32_OVERFLOW
 
 
