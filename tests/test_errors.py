@@ -104,6 +104,7 @@ def test_fused_add_needs_a_residual_tensor(x):
         rmsnorm.fused_add_rms_norm(x, [1.0] * 8)
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")  # torch's own
 def test_sparse_tensors_are_refused_by_name(x):
     with pytest.raises(TypeError, match="x has layout torch.sparse_coo"):
         rmsnorm.rms_norm(x.to_sparse())
@@ -113,6 +114,7 @@ def test_sparse_tensors_are_refused_by_name(x):
         rmsnorm.fused_add_rms_norm(x, x.to_sparse_csr())
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")  # torch's own
 def test_nested_tensors_are_refused_by_name(x):
     nested = torch.nested.nested_tensor([torch.randn(2, 8), torch.randn(3, 8)])
     with pytest.raises(TypeError, match="x is a nested tensor"):
