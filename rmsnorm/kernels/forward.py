@@ -47,8 +47,8 @@ def _row_cols(BLOCK_N: tl.constexpr, VEC: tl.constexpr):
     layout in every kernel. Left to itself, Triton lays a row out by its best-aligned access
     (the weight's, always aligned) where it shares the row's shape, or by a narrower store's,
     so a kernel that re-reads the weight, holds more rows or stores more outputs summed the
-    squares in another order (rstd, and so y, an ulp apart at widths off 16; float32 at
-    most)."""
+    squares in another order (rstd, and so y, an ulp apart at widths off 16: in most float32
+    rows, a few 16-bit elements per million)."""
     return tl.max_contiguous(tl.arange(0, BLOCK_N), VEC)
 
 

@@ -303,7 +303,8 @@ def quantized_rule(rule: Rule, row_scales: bool) -> Rule:
     a row alone spans every thread of the program in whole 16-byte vectors; with row scales,
     at most QUANTIZED_ROW_SCALE_PROGRAMS_PER_SM programs per SM, each walking more rows with
     the next row's loads in flight while it quantizes one (quantized_launch adds a register
-    cap). None of this changes which thread adds which squares, nor in what order: the row's
+    cap). None of this changes which thread adds which squares, nor in what order (every
+    access of the row takes row_vector's elements per thread, whatever the launch): the row's
     1/rms, and so y, stay the plain forward's bit for bit (which the quantized output must
     quantize). Measured on the H200
     at 2^26 elements (bf16 to e4m3, 2026-12-03, docs/PERFORMANCE.md "Quantized output":
