@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from rmsnorm import reference
+from rmsnorm.launch import validation
 from rmsnorm.compare import space as rc
 from rmsnorm.compare.space import AXES, Recipe
 
@@ -153,13 +154,10 @@ class _Problem:
             if residual.shape != x.shape:
                 raise ValueError(f"residual must have x's shape {tuple(x.shape)}, got "
                                  f"{tuple(residual.shape)}")
-        for name, v in (("eps", eps), ("offset", offset)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite real number, got {v!r}")
-        if eps < 0:
-            raise ValueError(f"eps must be >= 0, got {eps}")
-        if offset != 0 and weight is None:
-            raise ValueError("offset needs a weight (offset != 0 with weight=None)")
+        # The recipes take eps and offset as fp32, as rms_norm does: the same check refuses
+        # what it refuses (1e39 is infinite in fp32, and every recipe would give y = 0).
+        validation.check_eps(eps)
+        validation.check_offset(offset, weight)
 
         def flat(t):
             return None if t is None else t.detach().to("cpu").reshape(-1, n)
