@@ -5,6 +5,7 @@ write them as JSON and PNG. The options and exit statuses: rmsnorm/compare/cli_a
 import os
 import sys
 
+from rmsnorm.compare import cli_checks
 from rmsnorm.compare.cli_args import DTYPES, parse_args, prog_name
 from rmsnorm.compare.saved import load_tensors
 
@@ -14,6 +15,7 @@ def main(argv=None):
     from rmsnorm.compare import CandidateError
 
     try:
+        cli_checks.check(args)
         cases = list(_cases(args))
         reports = [_diagnose(args, case) for case in cases]
     except CandidateError as e:
@@ -58,7 +60,7 @@ def _cases(args):
 
     if args.tensors:
         t = load_tensors(args.tensors)
-        eps = args.eps if args.eps is not None else float(t.get("eps", 1e-6))
+        eps = args.eps if args.eps is not None else t.get("eps", 1e-6)
         x = t["x"]
         yield (f"{'x'.join(map(str, x.shape))} {args.tensors}",
                (x, t.get("weight"), t.get("residual"), eps, t["y"], t.get("residual_out")))

@@ -13,8 +13,11 @@ The candidate is one of:
 Generated inputs (not with --tensors) mix rows that separate the axes: normal, outliers,
 constant, tiny (mean square near eps) and midpoints (x * rstd on rounding midpoints); --kinds
 picks some. Prints the table of recipes evaluated and the summary; --json and --plot write the
-report. Exit status: 0 when diagnosed (whatever the verdict), 1 when the candidate fails, 2 for
-bad arguments.
+report. Exit status: 0 when diagnosed (whatever the verdict), 1 when the candidate fails (it
+raised, or its y or residual_out is not a norm's output), 2 for bad input: an argument, the
+--tensors file, a --device this torch cannot use, a shape too large for this machine, a --json
+or --plot path that cannot be written (all checked before anything runs), with one line saying
+which.
 """
 
 import argparse
