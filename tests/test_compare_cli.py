@@ -83,6 +83,14 @@ def test_bad_arguments_exit_2_with_the_reason(capsys, tmp_path):
     assert e.value.code == 2
 
 
+def test_a_saved_y_no_norm_returns_is_the_candidates_failure(capsys, tmp_path):
+    x, w, _ = compare.generate((4, 16), torch.bfloat16, seed=3)
+    y = space.evaluate(space.Recipe(), x, w).y.double()
+    torch.save({"x": x, "weight": w, "y": y}, tmp_path / "t.pt")
+    code, out, err = run(capsys, "--tensors", str(tmp_path / "t.pt"))
+    assert (code, out) == (1, "") and "y is torch.float64" in err, err
+
+
 def test_python_m_runs_the_same_main():
     env = dict(os.environ, PYTHONPATH=ROOT)
     done = subprocess.run([sys.executable, "-m", "rmsnorm.compare", "--recipe", "hf_gemma",

@@ -44,6 +44,28 @@ def test_y_of_the_wrong_shape(inputs):
         compare.diagnose(lambda x, w, e: x[0], x, w)
 
 
+NOT_A_NORMS_DTYPE = [torch.float64, torch.int32, torch.float8_e4m3fn, torch.complex64]
+
+
+@pytest.mark.parametrize("dtype", NOT_A_NORMS_DTYPE, ids=str)
+def test_a_y_of_a_dtype_no_recipe_rounds_to_is_the_candidates_failure(inputs, dtype):
+    x, w, _ = inputs
+    y = llama(x, w, 1e-6).to(dtype)
+    with pytest.raises(CandidateError, match=f"y is {dtype}"):
+        compare.diagnose(lambda x, w, e: y, x, w)
+    with pytest.raises(CandidateError, match=f"y is {dtype}"):
+        compare.diagnose(None, x, w, y=y)
+
+
+@pytest.mark.parametrize("dtype", NOT_A_NORMS_DTYPE, ids=str)
+def test_a_residual_out_of_another_dtype_is_the_candidates_failure(dtype):
+    x, w, r = compare.generate((4, 16), torch.bfloat16, residual=True, seed=2)
+    ev = space.evaluate(space.Recipe(), x, w, residual=r)
+    with pytest.raises(CandidateError, match=f"residual_out is {dtype}"):
+        compare.diagnose(lambda x, w, e, r: (ev.y, ev.residual_out.to(dtype)), x, w,
+                         residual=r)
+
+
 def test_a_candidate_that_raises_is_reported(inputs):
     x, w, _ = inputs
 
