@@ -111,3 +111,17 @@ def test_import_and_diagnose_need_neither_matplotlib_nor_transformers():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_adapters_come_with_import_compare_as_the_doc_uses_them():
+    # In a fresh interpreter: here another test may have imported rmsnorm.compare.adapters.
+    code = ("import sys, torch; from rmsnorm import compare; "
+            "x, w, _ = compare.generate((4, 16), torch.bfloat16, weight_dtype=torch.bfloat16); "
+            "print(compare.diagnose(compare.adapters.hf(torch.nn.RMSNorm), x, w).names); "
+            "print(sorted(m for m in ('matplotlib', 'transformers') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    names, heavy = done.stdout.strip().splitlines()
+    assert "'torch'" in names and heavy == "[]", done.stdout
