@@ -2,6 +2,7 @@
 JSON and PNG; bad arguments and failing candidates exit non-zero with the reason."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -89,6 +90,24 @@ def test_a_saved_y_no_norm_returns_is_the_candidates_failure(capsys, tmp_path):
     torch.save({"x": x, "weight": w, "y": y}, tmp_path / "t.pt")
     code, out, err = run(capsys, "--tensors", str(tmp_path / "t.pt"))
     assert (code, out) == (1, "") and "y is torch.float64" in err, err
+
+
+def test_the_ulp_columns_name_ys_dtype_not_only_the_inputs(capsys, tmp_path):
+    # bf16 x with an fp32 weight: HF Llama's y is fp32 and the ulps are fp32's (2^16 times
+    # finer than the bf16 of the header); HF Gemma's y is bf16.
+    code, out, _ = run(capsys, "--recipe", "hf_llama", "--shapes", "8x32", "--dtype", "bf16")
+    assert code == 0 and "== 8x32 bf16" in out
+    assert "| max ulp of fp32 y | mean ulp of fp32 y |" in out, out
+    code, out, _ = run(capsys, "--recipe", "hf_gemma", "--shapes", "8x32", "--dtype", "bf16")
+    assert "| max ulp of bf16 y | mean ulp of bf16 y |" in out, out
+    # The worst elements too: one fp32 element of a saved y nudged by an ulp.
+    x, w, _ = compare.generate((8, 32), torch.bfloat16, seed=5)
+    y = space.evaluate(space.Recipe(), x, w).y
+    y[0, 0] = torch.nextafter(y[0, 0], torch.tensor(math.inf))
+    torch.save({"x": x, "weight": w, "y": y}, tmp_path / "t.pt")
+    code, out, _ = run(capsys, "--tensors", str(tmp_path / "t.pt"))
+    assert code == 0 and "worst elements (row, column: candidate / recipe / float64, ulps of " \
+        "fp32 y):\n  0, 0:" in out, out
 
 
 def test_python_m_runs_the_same_main():

@@ -28,7 +28,8 @@ def main(argv=None):
         print(f"== {label}")
         print(report.table())
         if report.worst:
-            print("\nworst elements (row, column: candidate / recipe / float64, ulps):")
+            print(f"\nworst elements (row, column: candidate / recipe / float64, ulps of "
+                  f"{report.ulp_dtype} y):")
             for w in report.worst[:args.worst]:
                 print(f"  {w['row']}, {w['column']}: {w['candidate']:.6g} / {w['recipe']:.6g}"
                       f" / {w['float64']:.6g}, {w['ulps']:g}")
