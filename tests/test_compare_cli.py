@@ -2,6 +2,7 @@
 JSON and PNG; bad arguments and failing candidates exit non-zero with the reason."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -83,6 +84,32 @@ def test_bad_arguments_exit_2_with_the_reason(capsys, tmp_path):
     assert e.value.code == 2
 
 
+def test_a_saved_y_no_norm_returns_is_the_candidates_failure(capsys, tmp_path):
+    x, w, _ = compare.generate((4, 16), torch.bfloat16, seed=3)
+    y = space.evaluate(space.Recipe(), x, w).y.double()
+    torch.save({"x": x, "weight": w, "y": y}, tmp_path / "t.pt")
+    code, out, err = run(capsys, "--tensors", str(tmp_path / "t.pt"))
+    assert (code, out) == (1, "") and "y is torch.float64" in err, err
+
+
+def test_the_ulp_columns_name_ys_dtype_not_only_the_inputs(capsys, tmp_path):
+    # bf16 x with an fp32 weight: HF Llama's y is fp32 and the ulps are fp32's (2^16 times
+    # finer than the bf16 of the header); HF Gemma's y is bf16.
+    code, out, _ = run(capsys, "--recipe", "hf_llama", "--shapes", "8x32", "--dtype", "bf16")
+    assert code == 0 and "== 8x32 bf16" in out
+    assert "| max ulp of fp32 y | mean ulp of fp32 y |" in out, out
+    code, out, _ = run(capsys, "--recipe", "hf_gemma", "--shapes", "8x32", "--dtype", "bf16")
+    assert "| max ulp of bf16 y | mean ulp of bf16 y |" in out, out
+    # The worst elements too: one fp32 element of a saved y nudged by an ulp.
+    x, w, _ = compare.generate((8, 32), torch.bfloat16, seed=5)
+    y = space.evaluate(space.Recipe(), x, w).y
+    y[0, 0] = torch.nextafter(y[0, 0], torch.tensor(math.inf))
+    torch.save({"x": x, "weight": w, "y": y}, tmp_path / "t.pt")
+    code, out, _ = run(capsys, "--tensors", str(tmp_path / "t.pt"))
+    assert code == 0 and "worst elements (row, column: candidate / recipe / float64, ulps of " \
+        "fp32 y):\n  0, 0:" in out, out
+
+
 def test_python_m_runs_the_same_main():
     env = dict(os.environ, PYTHONPATH=ROOT)
     done = subprocess.run([sys.executable, "-m", "rmsnorm.compare", "--recipe", "hf_gemma",
@@ -103,3 +130,17 @@ def test_import_and_diagnose_need_neither_matplotlib_nor_transformers():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_adapters_come_with_import_compare_as_the_doc_uses_them():
+    # In a fresh interpreter: here another test may have imported rmsnorm.compare.adapters.
+    code = ("import sys, torch; from rmsnorm import compare; "
+            "x, w, _ = compare.generate((4, 16), torch.bfloat16, weight_dtype=torch.bfloat16); "
+            "print(compare.diagnose(compare.adapters.hf(torch.nn.RMSNorm), x, w).names); "
+            "print(sorted(m for m in ('matplotlib', 'transformers') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    names, heavy = done.stdout.strip().splitlines()
+    assert "'torch'" in names and heavy == "[]", done.stdout

@@ -55,3 +55,18 @@ def test_gemma_rounding_in_a_llama_is_named_per_layer_and_drifts(llama):
 def test_a_model_without_hf_norms_is_refused():
     with pytest.raises(ValueError, match="no RMSNorm module"):
         compare.model(torch.nn.Linear(4, 4), torch.zeros(1, 4), candidate(space.Recipe()))
+
+
+def test_the_candidates_output_is_checked_in_the_model_too(llama):
+    # Right while each layer is diagnosed, float64 once it replaces the norms: the second
+    # forward holds it to the same rules instead of casting it back silently.
+    calls = []
+
+    def later_float64(x, weight, eps):
+        calls.append(1)
+        y = space.evaluate(space.Recipe(), x, weight, eps).y
+        return y if len(calls) <= 5 else y.double()
+
+    ids = torch.randint(0, 96, (2, 12), generator=torch.Generator().manual_seed(3))
+    with pytest.raises(compare.CandidateError, match="y is torch.float64"):
+        compare.model(llama, ids, later_float64)

@@ -10,6 +10,9 @@ points of it (recipes()). matplotlib (Report.plot) and transformers (model) are 
 when used.
 """
 
+# adapters too, so that `compare.adapters.hf(...)` works after `from rmsnorm import compare`
+# (it needs only torch).
+from rmsnorm.compare import adapters
 from rmsnorm.compare.diagnose import CandidateError, Row, diagnose
 from rmsnorm.compare.inputs import generate
 from rmsnorm.compare.space import AXES, NAMED, Recipe, evaluate, recipe, recipes
@@ -24,5 +27,5 @@ def model(model, inputs, candidate, **kw):
     return compare_model(model, inputs, candidate, **kw)
 
 
-__all__ = ["diagnose", "model", "Report", "Row", "Recipe", "AXES", "NAMED", "recipe",
+__all__ = ["diagnose", "model", "adapters", "Report", "Row", "Recipe", "AXES", "NAMED", "recipe",
            "recipes", "evaluate", "generate", "CandidateError"]

@@ -1,100 +1,13 @@
-"""rmsnorm-compare: which RMSNorm recipe another kernel computes, and where it departs from it.
-
-The candidate is one of:
-  --impl package.module:function   a norm to import and call on generated inputs (or
-                                   path/to/file.py:function); --convention says how it is
-                                   called (functional, hf, out_first, inplace: see
-                                   rmsnorm/compare/adapters.py), --kwarg passes keywords
-  --tensors file.pt|file.safetensors   saved inputs and the candidate's outputs: x, weight
-                                   (optional), residual (optional), y, residual_out (optional)
-  --recipe NAME|axis=value,...     a point of the recipe space itself (a planted candidate,
-                                   to see what the tool reports)
-
-Generated inputs (not with --tensors) mix rows that separate the axes: normal, outliers,
-constant, tiny (mean square near eps) and midpoints (x * rstd on rounding midpoints); --kinds
-picks some. Prints the table of recipes evaluated and the summary; --json and --plot write the
-report. Exit status: 0 when diagnosed (whatever the verdict), 1 when the candidate fails, 2 for
-bad arguments.
+"""rmsnorm-compare (python -m rmsnorm.compare): run the diagnosis of each case, print the reports,
+write them as JSON and PNG. The options and exit statuses: rmsnorm/compare/cli_args.py (--help).
 """
 
-import argparse
 import os
 import sys
 
-import torch
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-def prog_name():
-    name = os.path.basename(sys.argv[0])
-    return name if name.startswith("rmsnorm-") else "python -m rmsnorm.compare"
-
-
-def parse_args(argv=None):
-    from rmsnorm.compare import adapters, inputs
-
-    p = argparse.ArgumentParser(prog=prog_name(), description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--impl", metavar="MODULE:FUNCTION", help="the candidate to import")
-    src.add_argument("--tensors", metavar="FILE", help=".pt or .safetensors with x, weight, "
-                     "residual, y, residual_out")
-    src.add_argument("--recipe", metavar="SPEC", help="a named recipe or axis=value,... as "
-                     "the candidate")
-    p.add_argument("--convention", default="functional", choices=sorted(adapters.CONVENTIONS),
-                   help="how --impl is called (default: functional)")
-    p.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE",
-                   help="a keyword for --impl (VALUE a Python literal), e.g. "
-                        "casting_mode='gemma'")
-    p.add_argument("--shapes", nargs="+", default=["40x64"], metavar="MxN",
-                   help="generated input shapes (default: 40x64)")
-    p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
-    p.add_argument("--residual", action="store_true", help="a residual (fused add)")
-    p.add_argument("--no-weight", action="store_true", help="no weight")
-    p.add_argument("--weight-dtype", default="fp32", choices=["fp32", "input"],
-                   help="the generated weight's dtype (default fp32, which separates the "
-                        "weight axis with offset 0; 'input' for kernels needing one dtype)")
-    p.add_argument("--eps", type=float, default=None, help="default 1e-6 (or the file's)")
-    p.add_argument("--offset", type=float, default=0.0, help="1 for Gemma's 1 + w")
-    p.add_argument("--kinds", default="mixed",
-                   help=f"row kinds, comma-separated, of {', '.join(inputs.KINDS)} "
-                        "(default: mixed, all of them)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="where the candidate runs (cpu, cuda)")
-    p.add_argument("--worst", type=int, default=5, help="worst elements to print")
-    p.add_argument("--json", metavar="PATH", help="write the report(s) as JSON")
-    p.add_argument("--plot", metavar="PATH", help="write a PNG (one per shape: _MxN added "
-                   "when there are several)")
-    args = p.parse_args(argv)
-    try:
-        args.shapes = [_shape(s) for s in args.shapes]
-        args.kwargs = dict(_kwarg(k) for k in args.kwarg)
-    except ValueError as e:
-        p.error(str(e))
-    if args.kinds != "mixed":
-        args.kinds = tuple(k.strip() for k in args.kinds.split(","))
-    return args
-
-
-def _shape(text):
-    try:
-        m, n = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise ValueError(f"--shapes: {text!r} is not MxN") from None
-    return m, n
-
-
-def _kwarg(text):
-    import ast
-
-    key, sep, value = text.partition("=")
-    if not sep or not key.isidentifier():
-        raise ValueError(f"--kwarg must be KEY=VALUE, got {text!r}")
-    try:
-        return key, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return key, value  # a bare word: the string itself
+from rmsnorm.compare import cli_checks
+from rmsnorm.compare.cli_args import DTYPES, parse_args, prog_name
+from rmsnorm.compare.saved import load_tensors
 
 
 def main(argv=None):
@@ -102,6 +15,7 @@ def main(argv=None):
     from rmsnorm.compare import CandidateError
 
     try:
+        cli_checks.check(args)
         cases = list(_cases(args))
         reports = [_diagnose(args, case) for case in cases]
     except CandidateError as e:
@@ -114,7 +28,8 @@ def main(argv=None):
         print(f"== {label}")
         print(report.table())
         if report.worst:
-            print("\nworst elements (row, column: candidate / recipe / float64, ulps):")
+            print(f"\nworst elements (row, column: candidate / recipe / float64, ulps of "
+                  f"{report.ulp_dtype} y):")
             for w in report.worst[:args.worst]:
                 print(f"  {w['row']}, {w['column']}: {w['candidate']:.6g} / {w['recipe']:.6g}"
                       f" / {w['float64']:.6g}, {w['ulps']:g}")
@@ -145,8 +60,8 @@ def _cases(args):
     from rmsnorm.compare import inputs
 
     if args.tensors:
-        t = _load_tensors(args.tensors)
-        eps = args.eps if args.eps is not None else float(t.get("eps", 1e-6))
+        t = load_tensors(args.tensors)
+        eps = args.eps if args.eps is not None else t.get("eps", 1e-6)
         x = t["x"]
         yield (f"{'x'.join(map(str, x.shape))} {args.tensors}",
                (x, t.get("weight"), t.get("residual"), eps, t["y"], t.get("residual_out")))
@@ -159,22 +74,6 @@ def _cases(args):
             weight_dtype=None if args.weight_dtype == "fp32" else dtype, eps=eps,
             kinds=args.kinds, seed=args.seed + i, device=args.device)
         yield f"{shape[0]}x{shape[1]} {args.dtype}", (x, w, r, eps, None, None)
-
-
-def _load_tensors(path):
-    if path.endswith(".safetensors"):
-        from safetensors.torch import load_file
-
-        t = load_file(path)
-    else:
-        t = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(t, dict):
-        raise ValueError(f"--tensors: {path} must hold a dict of tensors")
-    missing = [k for k in ("x", "y") if k not in t]
-    if missing:
-        raise ValueError(f"--tensors: {path} has no {' or '.join(missing)} (keys: x, weight, "
-                         f"residual, y, residual_out)")
-    return t
 
 
 def _candidate(args):

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from rmsnorm import reference
+from rmsnorm.launch import validation
 from rmsnorm.compare import space as rc
 from rmsnorm.compare.space import AXES, Recipe
 
@@ -153,13 +154,10 @@ class _Problem:
             if residual.shape != x.shape:
                 raise ValueError(f"residual must have x's shape {tuple(x.shape)}, got "
                                  f"{tuple(residual.shape)}")
-        for name, v in (("eps", eps), ("offset", offset)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite real number, got {v!r}")
-        if eps < 0:
-            raise ValueError(f"eps must be >= 0, got {eps}")
-        if offset != 0 and weight is None:
-            raise ValueError("offset needs a weight (offset != 0 with weight=None)")
+        # The recipes take eps and offset as fp32, as rms_norm does: the same check refuses
+        # what it refuses (1e39 is infinite in fp32, and every recipe would give y = 0).
+        validation.check_eps(eps)
+        validation.check_offset(offset, weight)
 
         def flat(t):
             return None if t is None else t.detach().to("cpu").reshape(-1, n)
@@ -179,21 +177,12 @@ class _Problem:
         return copy(self.x), copy(self.weight), copy(self.residual)
 
     def check_outputs(self, y, residual_out):
-        if not isinstance(y, Tensor):
-            raise CandidateError(f"y must be a torch.Tensor, got {type(y).__name__}")
-        if tuple(y.shape) != self.shape:
-            raise CandidateError(f"y has shape {tuple(y.shape)}, not x's {self.shape}")
-        _check_dtype("y", y)
+        check_output("y", y, self.shape)
         y = y.detach().to("cpu").reshape(self.x.shape)
         if residual_out is not None:
             if self.residual is None:
                 raise CandidateError("residual_out given, but there is no residual")
-            if not isinstance(residual_out, Tensor):
-                raise CandidateError(f"residual_out must be a torch.Tensor, got "
-                                     f"{type(residual_out).__name__}")
-            if tuple(residual_out.shape) != self.shape:
-                raise CandidateError(f"residual_out has shape {tuple(residual_out.shape)}, "
-                                     f"not x's {self.shape}")
+            check_output("residual_out", residual_out, self.shape)
             if residual_out.dtype != self.residual.dtype:
                 raise CandidateError(f"residual_out is {residual_out.dtype}, not the "
                                      f"residual's {self.residual.dtype}")
@@ -220,14 +209,30 @@ def _check_dtype(name, t):
         raise TypeError(f"{name} must be bfloat16, float16 or float32, got {t.dtype}")
 
 
-def _call(candidate, problem):
-    x, w, r = problem.inputs_on_device()
+def check_output(name, t, shape):
+    """A candidate's output: a tensor of x's shape, of a dtype the recipes round to (any other
+    is the candidate's failure, not bad input to diagnose)."""
+    if not isinstance(t, Tensor):
+        raise CandidateError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if tuple(t.shape) != tuple(shape):
+        raise CandidateError(f"{name} has shape {tuple(t.shape)}, not x's {tuple(shape)}")
+    if t.dtype not in rc.SUPPORTED_DTYPES:
+        raise CandidateError(f"{name} is {t.dtype}; a norm's output is bfloat16, float16 or "
+                             f"float32, the dtypes the recipes round to")
+
+
+def call_candidate(candidate, *args):
+    """candidate(*args), its exceptions as CandidateError."""
     try:
         with torch.no_grad():  # the forward only; a module's weight need not be a leaf
-            out = candidate(x, w, problem.eps) if r is None else \
-                candidate(x, w, problem.eps, r)
+            return candidate(*args)
     except Exception as e:
         raise CandidateError(f"the candidate raised {type(e).__name__}: {e}") from e
+
+
+def _call(candidate, problem):
+    x, w, r = problem.inputs_on_device()
+    out = call_candidate(candidate, x, w, problem.eps, *(() if r is None else (r,)))
     if isinstance(out, (tuple, list)):
         if r is None:
             raise CandidateError(f"the candidate returned {len(out)} values; without a "

@@ -23,7 +23,8 @@ import math
 
 import torch
 
-from rmsnorm.compare.diagnose import diagnose, same_bits, ulp_distance
+from rmsnorm.compare.diagnose import (call_candidate, check_output, diagnose, same_bits,
+                                      ulp_distance)
 from rmsnorm.compare.report import _finite, _pct
 from rmsnorm.integrations import hf
 
@@ -120,9 +121,9 @@ def compare_model(model, inputs, candidate):
     def replace(name):
         def hook(module, args, output):
             eps_attr, _, _ = hf.SUPPORTED[type(module).__name__]
-            with torch.no_grad():
-                y = candidate(args[0].clone(), module.weight.detach().clone(),
-                              getattr(module, eps_attr))
+            y = call_candidate(candidate, args[0].clone(), module.weight.detach().clone(),
+                               getattr(module, eps_attr))
+            check_output("y", y, output.shape)
             return y.to(output.dtype)
         return hook
 

@@ -32,7 +32,7 @@ KINDS = ("normal", "outliers", "constant", "tiny", "midpoints")
 def generate(shape=(40, 64), dtype=torch.bfloat16, *, weight=True, residual=False,
              weight_dtype=None, eps=1e-6, kinds="mixed", seed=0, device="cpu"):
     """(x, weight or None, residual or None) on `device`, drawn on the CPU from `seed`."""
-    m, n = _shape(shape)
+    m, n = check_shape(shape)
     kinds = _kinds(kinds)
     g = torch.Generator().manual_seed(seed)
     x = _rows(m, n, dtype, kinds, eps, g)
@@ -48,7 +48,8 @@ def generate(shape=(40, 64), dtype=torch.bfloat16, *, weight=True, residual=Fals
     return tuple(None if t is None else t.to(device) for t in (x, w, r))
 
 
-def _shape(shape):
+def check_shape(shape):
+    """(rows, columns) of a generated input (rmsnorm-compare checks --shapes with it)."""
     if isinstance(shape, int):
         shape = (1, shape)
     if len(shape) != 2 or shape[0] < 1 or shape[1] < 2:

@@ -216,7 +216,9 @@ class Report:
     def table(self):
         """The rows as a text table, closest first."""
         res = self.has_residual
-        head = ["recipe", "bit-identical", "max ulp", "mean ulp", "rstd rows"]
+        # y's dtype, which may be finer than the inputs' (fp32 from bf16 x and an fp32 weight)
+        unit = f"ulp of {self.ulp_dtype} y"
+        head = ["recipe", "bit-identical", f"max {unit}", f"mean {unit}", "rstd rows"]
         if res:
             head += ["residual_out identical"]
         lines = [head]
@@ -234,6 +236,11 @@ class Report:
         for a, e in self.axes.items():
             ax.append(f"{a:<8} | {e['value']:<8} | {'yes' if e['determined'] else 'no'}")
         return "\n".join(text) + "\n\n" + "\n".join(ax)
+
+    @property
+    def ulp_dtype(self):
+        """The dtype whose ulps the distances count ("fp32"): y's, not the inputs'."""
+        return DTYPE_NAMES[self.y.dtype]
 
     def __str__(self):
         return self.table() + "\n\n" + self.summary()
@@ -289,7 +296,7 @@ class Report:
                       histtype="step", linewidth=1.5,
                       label=f"{self.short(r.recipe)}: {_pct(r.identical)} identical")
         left.set_yscale("log")
-        left.set_xlabel(f"ulps of {DTYPE_NAMES[self.y.dtype]} between candidate and recipe"
+        left.set_xlabel(f"ulps of {self.ulp_dtype} between candidate and recipe"
                         + (" (clamped at 65)" if top_ulp > 64 else ""))
         left.set_ylabel("elements")
         left.set_title("distance to the closest recipes")

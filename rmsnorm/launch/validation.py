@@ -65,11 +65,31 @@ def check_scalars(eps, offset, casting_mode, weight, *, values=True):
     _check_real("eps", eps)
     _check_real("offset", offset)
     _check_casting_mode(casting_mode)
-    if not values:
-        return
+    if values:
+        _check_eps_value(eps)
+        _check_offset_value(offset, weight)
+
+
+def check_eps(eps):
+    """eps as rms_norm takes it: a real number >= 0, finite in fp32 (rmsnorm.compare, whose
+    recipes take eps as fp32 too, refuses what rms_norm refuses)."""
+    _check_real("eps", eps)
+    _check_eps_value(eps)
+
+
+def check_offset(offset, weight):
+    """offset as rms_norm takes it: a real number finite in fp32, 0 without a weight."""
+    _check_real("offset", offset)
+    _check_offset_value(offset, weight)
+
+
+def _check_eps_value(eps):
     if not _finite_in_fp32(eps) or eps < 0:
         raise ValueError(f"eps must be >= 0 and finite in fp32 (the kernels use it as fp32), "
                          f"got {eps!r}")
+
+
+def _check_offset_value(offset, weight):
     if not _finite_in_fp32(offset):
         raise ValueError(f"offset must be finite in fp32 (the kernels use it as fp32), got "
                          f"{offset!r}")
