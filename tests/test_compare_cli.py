@@ -110,12 +110,18 @@ def test_the_ulp_columns_name_ys_dtype_not_only_the_inputs(capsys, tmp_path):
         "fp32 y):\n  0, 0:" in out, out
 
 
-def test_python_m_runs_the_same_main():
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-m", "rmsnorm.compare", "--recipe", "hf_gemma",
-                           "--shapes", "6x32", "--dtype", "bf16"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+def fresh_python(*args):
+    """A new interpreter, from the checkout, on args; it must succeed."""
+    done = subprocess.run([sys.executable, *args], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_python_m_runs_the_same_main():
+    done = fresh_python("-m", "rmsnorm.compare", "--recipe", "hf_gemma", "--shapes", "6x32",
+                        "--dtype", "bf16")
     assert "Bit-identical to HF Gemma" in done.stdout
 
 
@@ -125,10 +131,7 @@ def test_import_and_diagnose_need_neither_matplotlib_nor_transformers():
             "compare.diagnose(lambda x, w, e: compare.evaluate(compare.Recipe(), x, w, e).y, "
             "x, w).summary(); "
             "print(sorted(m for m in ('matplotlib', 'transformers') if m in sys.modules))")
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = fresh_python("-c", code)
     assert done.stdout.strip() == "[]"
 
 
@@ -138,9 +141,6 @@ def test_the_adapters_come_with_import_compare_as_the_doc_uses_them():
             "x, w, _ = compare.generate((4, 16), torch.bfloat16, weight_dtype=torch.bfloat16); "
             "print(compare.diagnose(compare.adapters.hf(torch.nn.RMSNorm), x, w).names); "
             "print(sorted(m for m in ('matplotlib', 'transformers') if m in sys.modules))")
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = fresh_python("-c", code)
     names, heavy = done.stdout.strip().splitlines()
     assert "'torch'" in names and heavy == "[]", done.stdout
