@@ -181,13 +181,10 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
             _table_dtype(x, residual))
     else:
         _check_launch(launch, x.shape[-1], "fwd")
-    # A quantized y's bytes are fewer than any other tensor's of the row: its unquantized
-    # twin (y's dtype) stands for it.
-    row_tensors = (x, residual, weight, residual_out, quant.unquantized if quant else y)
-    widest = max(t.element_size() for t in row_tensors if t is not None)
     spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(residual_out),
                         None if weight is None else weight.dtype, rstd is not None,
-                        casting_mode, launch, widest, quant and quant.flags)
+                        casting_mode, launch, quant and quant.flags,
+                        quant and quant.unquantized.dtype)
     if spec is None or not spec[2] or not _aligned(x, residual, weight, y, residual_out):
         # Not the kernel the same data laid out contiguously would run (more than two
         # levels of row strides, a pointer off 16 bytes, a row stride that Triton
@@ -308,11 +305,11 @@ def _as_twin(plan, n):
 
 @functools.lru_cache(maxsize=4096)
 def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta, w_dtype,
-                 has_rstd, casting_mode, launch, widest, quant_flags=None):
+                 has_rstd, casting_mode, launch, quant_flags=None, unquantized_dtype=None):
     """(prepared kernel, sizes and strides, whether the strides are the contiguous twin's
     kind: _as_twin) for one call signature, or None when the rows need more than two levels
-    of strides. widest: the largest element size of the row's tensors (configs.row_vector);
-    quant_flags: the quantized epilogue's constexprs, as (name, value) pairs."""
+    of strides. quant_flags: the quantized epilogue's constexprs, as (name, value) pairs;
+    unquantized_dtype: its y's dtype (y_meta is then the quantized output's)."""
     fused = residual_meta is not None
     named = {"x": x_meta, "y": y_meta, "residual": residual_meta,
              "residual_out": residual_out_meta}
@@ -321,6 +318,11 @@ def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
     if plan is None:
         return None
     n = shape[-1]
+    # The widest element of the row (configs.row_vector); a quantized y stands for its
+    # unquantized twin, which the kernel also stores (bf16 x, fp16 weight: an fp32 y).
+    row_dtypes = (x_meta[1], w_dtype, unquantized_dtype or y_meta[1],
+                  *(m[1] for m in (residual_meta, residual_out_meta) if m is not None))
+    widest = max(d.itemsize for d in row_dtypes if d is not None)
     grid = _grid(launch, plan.rows, device)
     st = _strides_of(plan, n)
     zero = (0, 0)
