@@ -174,5 +174,6 @@ def test_cpp_md_says_what_needs_the_cuda_toolkit_as_the_cmake_files_do():
     needs = (ROOT / "docs" / "CPP.md").read_text().split("What the build needs:")[1]
     toolkit = next(item for item in needs.split("\n- ") if "The CUDA toolkit" in item)
     for folder in ("examples/cpp", "cpp/bench"):
-        assert "find_package(CUDAToolkit REQUIRED)" in (ROOT / folder / "CMakeLists.txt").read_text()
+        cmake_file = (ROOT / folder / "CMakeLists.txt").read_text()
+        assert "find_package(CUDAToolkit REQUIRED)" in cmake_file, folder
     assert "examples/cpp" in toolkit and "rmsnorm-cpp-bench" in toolkit, toolkit
