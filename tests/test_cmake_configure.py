@@ -177,3 +177,15 @@ def test_cpp_md_says_what_needs_the_cuda_toolkit_as_the_cmake_files_do():
         cmake_file = (ROOT / folder / "CMakeLists.txt").read_text()
         assert "find_package(CUDAToolkit REQUIRED)" in cmake_file, folder
     assert "examples/cpp" in toolkit and "rmsnorm-cpp-bench" in toolkit, toolkit
+
+
+@needs_cuda
+@pytest.mark.skipif(shutil.which("ninja") is None, reason="no ninja")
+def test_the_aot_step_runs_in_ninjas_console_pool_so_its_progress_streams(tmp_path):
+    # Ninja holds a command's output until the command ends (half an hour for the first AOT
+    # compile on two cores), except in its console pool.
+    gpu_configure(ROOT / "cpp", tmp_path, "-G", "Ninja", "-DRMSNORM_CUDA_ARCHS=90")
+    edges = (tmp_path / "build.ninja").read_text().split("\n\n")
+    aot = [edge for edge in edges if re.search(r"^build \S*aot\.stamp", edge, re.M)]
+    assert len(aot) == 1, aot
+    assert re.search(r"^\s+pool = console$", aot[0], re.M), aot[0]
