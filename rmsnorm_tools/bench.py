@@ -1,4 +1,4 @@
-"""Benchmark CLI (GPU): rmsnorm against the same-bytes copy ceiling and PyTorch, in one run.
+r"""Benchmark CLI (GPU): rmsnorm against the same-bytes copy ceiling and PyTorch, in one run.
 
     python -m rmsnorm_tools.bench                      # forward and fused add, bf16, LLM shapes
     python -m rmsnorm_tools.bench --dtype bf16 fp16 fp32 --op fwd --shapes 16384x4096 1024x65536
@@ -7,7 +7,7 @@
     python -m rmsnorm_tools.bench --overhead        # host microseconds per call, decode shape
     python -m rmsnorm_tools.bench --op fwd --shapes 5461x1536 --timing graph_hbm \
         --peers rmsnorm_launcher                    # compiled kernels vs the Python launcher
-    python -m rmsnorm_tools.bench --suite --json run.json --baseline docs/results/h200-baseline.json
+    python -m rmsnorm_tools.bench --suite --json run.json --baseline earlier.json
     python -m rmsnorm_tools.bench --op quant add_quant --quant token group128 \
         --quant-dtype fp8 int8 --peers compile plain   # norm + fp8/int8 quantization, fused
 
@@ -18,9 +18,11 @@ launcher's host time is not timed;
 and report the time per call, inputs warm in L2 as in a decode step; "graph_hbm" cases (the
 suite's 2^23-element shapes) do the same over input sets that together exceed the L2 three
 times, so that they move HBM bytes; their copy ceilings are timed the same way. --suite runs
-the fixed cases of rmsnorm_tools.suite; --baseline compares the run with an earlier one's JSON and
-exits 1 when a case's % of copy fell by more than two points in two timings (each case that
-fell is timed again, and the better timing kept, with both in its row's `timed_pct_copy`).
+the fixed cases of rmsnorm_tools.suite; --baseline compares the run with an earlier one's JSON
+(the H200 baseline the project holds its changes to is a checkout's
+docs/results/h200-baseline.json; an installed rmsnorm does not ship it) and exits 1 when a
+case's % of copy fell by more than two points in two timings (each case that fell is timed
+again, and the better timing kept, with both in its row's `timed_pct_copy`).
 GB/s counts the fewest bytes an op must move: forward reads x and writes y (2*M*N elements),
 fused add reads x and residual and writes y and the sum (4*M*N), backward ("bwd") reads x and
 dy and writes dx (3*M*N), forward + backward through autograd ("fwdbwd") both (5*M*N); the
@@ -587,8 +589,9 @@ def main(argv=None):
                         "and 2^23 elements, and decode timed from CUDA graphs) instead of "
                         "--shapes")
     p.add_argument("--baseline", metavar="PATH",
-                   help="a JSON of an earlier run: print every case whose %% of copy fell "
-                        f"by more than {suite.POINTS} points, and exit 1 if any did")
+                   help="a JSON of an earlier run (--json; the H200's: a checkout's "
+                        "docs/results/h200-baseline.json): print every case whose %% of copy "
+                        f"fell by more than {suite.POINTS} points, and exit 1 if any did")
     p.add_argument("--warmup", type=float, default=25, help="do_bench warm-up, ms")
     p.add_argument("--rep", type=float, default=100, help="do_bench repeats, ms")
     p.add_argument("--json", metavar="PATH",

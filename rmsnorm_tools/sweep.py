@@ -14,7 +14,7 @@ within a tolerance, since dw's summation order depends on the launch. The backwa
 a whole ops.backward call: programs per SM also sets how many dw partial rows its reduction
 reads. Each shape's winner is printed as it is found; `--json` keeps every timing, and `--table
 PATH` writes the arch's launch table with the winners (rmsnorm_tools.table_gen; commit the JSON
-under docs/results/sweeps/ and regenerate the table from it there).
+under a checkout's docs/results/sweeps/ and regenerate the table from it there).
 
 Compiling dominates a sweep (a second or more per launch, tens of launches per shape):
 `--jobs N` compiles every shape's first-round launches ahead in N processes, which fill

@@ -4,7 +4,8 @@
 # `import rmsnorm` finds it in a checkout. What pip install does for an installed package.
 # The GPU kernels are compiled where torch is a CUDA build (for the local GPU's arch, else
 # $RMSNORM_CUDA_ARCHS): minutes the first time, then cached in $RMSNORM_NATIVE_BUILD
-# (default build/native). Quiet when it works; the log when it does not.
+# (default build/native). Quiet when it works but for the AOT compile's progress
+# (show_progress.sh); the log when it does not.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 BUILD=${RMSNORM_NATIVE_BUILD:-$ROOT/build/native}
@@ -18,7 +19,8 @@ if ! { cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
            -DRMSNORM_BUILD_TESTS=OFF -DRMSNORM_BUILD_BENCH=OFF -DRMSNORM_TORCH_OPS=ON \
            -DRMSNORM_PYTHON="$(command -v "$PY")" "${archs[@]}" &&
        cmake --build "$BUILD" -j "$(nproc)" &&
-       cmake --install "$BUILD" --component python --prefix "$ROOT"; } >"$BUILD.log" 2>&1; then
+       cmake --install "$BUILD" --component python --prefix "$ROOT"; } 2>&1 |
+       bash "$ROOT/scripts/show_progress.sh" "$BUILD.log"; then
     cat "$BUILD.log"
     echo "rmsnorm: building the native part failed" >&2
     exit 1

@@ -6,7 +6,8 @@
 # outside the checkout it imports the installed package, checks that the op library loaded from
 # the venv, runs each console script with --help, runs rmsnorm-demo (no GPU in that venv:
 # Triton's interpreter), rmsnorm-compare on a planted recipe and the looped kernels against
-# float64.
+# float64. Then it installs the same copy editable (pip install -e) over it and checks that
+# rmsnorm and its op library load from the copy.
 # Quiet when it works (one line); the log and a FAILED line when it does not (exit 1).
 # Skipped, exit 0, with a message, where pip cannot install those (no network: the GPU
 # machine) or RMSNORM_SKIP_INSTALL_CHECK=1. Called by scripts/test.sh; pip's cache is reused.
@@ -106,7 +107,28 @@ for name, a, b in zip(("y", "dx", "dw"), got, want):
     assert err < 1e-5, f"{name}: relative error {err:.3g} against float64"
 print("looped kernels: y, dx, dw within 1e-5 of float64")
 EOF
+# DEVELOPING.md's editable install, over the same venv (sparing a second torch): it imports
+# the copy's rmsnorm, so the op library must be the one its build put in the copy.
+pip install --quiet --no-compile --no-build-isolation -e "$src" >>"$log" 2>&1 ||
+    fail "pip install --no-build-isolation -e of the checkout"
+run python - "$src" >>"$log" 2>&1 <<'EOF' || fail "import rmsnorm from the editable install"
+import os, sys
+import torch
+import rmsnorm
+package = os.path.join(os.path.realpath(sys.argv[1]), "rmsnorm")
+where = os.path.realpath(rmsnorm.__file__)
+if where != os.path.join(package, "__init__.py"):
+    sys.exit(f"the editable install imported {where}, not the checkout's rmsnorm")
+ops = rmsnorm.status()["ops"]
+if ops != "loaded: " + os.path.join(package, "_native", "librmsnorm_torch.so"):
+    sys.exit(f"the editable install's op library is not the checkout's: {ops}")
+x, w = torch.randn(3, 64), torch.ones(64)
+assert torch.equal(rmsnorm.rms_norm(x, w), rmsnorm.reference.contract_rms_norm(x, w)[0])
+print("editable install: rmsnorm and its op library from the checkout")
+EOF
+run rmsnorm-demo --help >/dev/null 2>>"$log" || fail "rmsnorm-demo --help (editable) exited $?"
 say "OK in $((SECONDS - t0)) s: a fresh venv with $versions, the op library built and" \
     "loaded from it; ${SCRIPTS[*]} --help;" \
     "rmsnorm-demo and the looped kernels on the CPU (Triton's interpreter);" \
-    "rmsnorm-compare on a planted recipe"
+    "rmsnorm-compare on a planted recipe; then an editable install, its op library the" \
+    "checkout's"

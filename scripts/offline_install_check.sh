@@ -42,6 +42,7 @@ venv = os.path.realpath(sys.argv[1]) + os.sep
 assert os.path.realpath(rmsnorm.__file__).startswith(venv), rmsnorm.__file__
 report = rmsnorm.status()
 assert report["ops"].startswith("loaded: " + venv), report["ops"]
+assert report["compiled_kernels_built"] and report["compiled_kernels_enabled"], report
 print("rmsnorm: offline install: status:", report["ops"], report["cuda"])
 calls = []
 forward = ops.forward

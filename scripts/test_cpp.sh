@@ -58,13 +58,17 @@ if [ -f "$BUILD/CMakeCache.txt" ] &&
     rm -rf "$BUILD/CMakeCache.txt" "$BUILD/CMakeFiles"
 fi
 # The package's build (CMakeLists.txt: librmsnorm and the torch ops), installed in place into
-# rmsnorm/_native, where `import rmsnorm` finds it as it would in an installed package.
+# rmsnorm/_native, where `import rmsnorm` finds it as it would in an installed package. The
+# AOT compile's progress goes to the terminal too (show_progress.sh): the first build is long.
+echo "rmsnorm: building librmsnorm with its kernels for sm_${RMSNORM_CUDA_ARCHS:-90} and the" \
+     "torch ops (log: $log)" >&2
 if ! { cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
            -DRMSNORM_BUILD_TESTS=$tests -DRMSNORM_PYTHON="$(command -v "$PY")" \
            -DRMSNORM_GPU=ON -DRMSNORM_TORCH_OPS=ON \
            -DRMSNORM_CUDA_ARCHS="${RMSNORM_CUDA_ARCHS:-90}" &&
        cmake --build "$BUILD" -j "$(nproc)" &&
-       cmake --install "$BUILD" --component python --prefix "$ROOT"; } >"$log" 2>&1; then
+       cmake --install "$BUILD" --component python --prefix "$ROOT"; } 2>&1 |
+       bash "$ROOT/scripts/show_progress.sh" "$log"; then
     cat "$log"
     echo "rmsnorm: the C++ build failed" >&2
     exit 1

@@ -4,6 +4,7 @@ main()."""
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -42,3 +43,41 @@ def test_console_scripts_call_each_modules_main():
     assert scripts == {name: f"{module}:main" for name, module in entries.items()}
     for module in entries.values():
         assert callable(importlib.import_module(module).main)
+
+
+def _help(module):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("module", sorted(SCRIPTS.values()))
+def test_help_has_no_lines_run_together(module):
+    # A backslash ending a line inside a docstring joins it to the next, indentation and all:
+    # a run of spaces mid-line. Runs of spaces are only for aligning example comments (#) and,
+    # in the options list, the help column.
+    for line in _help(module).splitlines():
+        text = line.strip()
+        if line.startswith("  -"):
+            text = re.split(r" {2,}", text, maxsplit=1)[-1]
+        assert not re.search(r"\S {2,}(?!#)\S", text), f"{module} --help: {line!r}"
+
+
+def _not_in_the_wheel():
+    """The repository's top folders that the wheel does not ship (pyproject.toml)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        shipped = set(tomllib.load(f)["tool"]["scikit-build"]["wheel"]["packages"])
+    return {name for name in os.listdir(ROOT) if not name.startswith(".") and
+            os.path.isdir(os.path.join(ROOT, name))} - shipped
+
+
+@pytest.mark.parametrize("module", sorted(SCRIPTS.values()))
+def test_help_names_no_file_an_install_lacks_but_as_a_checkouts(module):
+    folders = "|".join(sorted(_not_in_the_wheel()))
+    text = " ".join(_help(module).split())
+    for found in re.finditer(rf"(?<![\w./-])(?:{folders})/[\w./-]*", text):
+        assert text[:found.start()].endswith("a checkout's "), \
+            f"{module} --help names {found.group()}, which an installed rmsnorm does not have"

@@ -74,11 +74,11 @@ def test_out_under_autograd_is_refused_by_the_op():
 def test_the_python_launcher_can_serve_every_cuda_call_and_says_so():
     previous = rmsnorm.use_compiled_kernels(False)
     try:
-        assert rmsnorm.status()["compiled_kernels"] is False
+        assert rmsnorm.status()["compiled_kernels_enabled"] is False
         assert rmsnorm.use_compiled_kernels(previous) is False
     finally:
         rmsnorm.use_compiled_kernels(previous)
-    assert rmsnorm.status()["compiled_kernels"] is previous
+    assert rmsnorm.status()["compiled_kernels_enabled"] is previous
 
 
 @pytest.mark.skipif(torch.version.cuda is not None, reason="a CPU build of torch")
@@ -93,7 +93,7 @@ def _python(code, **env):
 
 
 def test_rmsnorm_kernels_in_the_environment_chooses_the_launcher_or_is_refused_by_name():
-    got = _python("import rmsnorm; print(rmsnorm.status()['compiled_kernels'])",
+    got = _python("import rmsnorm; print(rmsnorm.status()['compiled_kernels_enabled'])",
                   RMSNORM_KERNELS="triton")
     assert got.returncode == 0, got.stderr
     assert got.stdout.strip() == "False"

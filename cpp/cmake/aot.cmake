@@ -93,6 +93,8 @@ string(REPLACE ";" " " _rmsnorm_archs "${RMSNORM_CUDA_ARCHS}")
 separate_arguments(_rmsnorm_archs)
 # kernels.cpp and the blobs are rewritten only when their content changes (restat): the
 # stamp says the step ran, dated to when it began (an input edited during it reruns it).
+# USES_TERMINAL: Ninja holds a command's output until it ends, and this one runs for up to half
+# an hour; in the console pool its progress lines reach the build's output as they come.
 add_custom_command(
     OUTPUT ${RMSNORM_AOT_DIR}/aot.stamp
     BYPRODUCTS ${RMSNORM_AOT_SOURCE} ${_rmsnorm_blobs}
@@ -102,7 +104,7 @@ add_custom_command(
             --stamp ${RMSNORM_AOT_DIR}/aot.stamp
     DEPENDS ${_rmsnorm_aot_inputs}
     COMMENT "rmsnorm: compiling the Triton kernels for sm_${RMSNORM_CUDA_ARCHS}"
-    VERBATIM)
+    USES_TERMINAL VERBATIM)
 add_custom_target(rmsnorm_aot DEPENDS ${RMSNORM_AOT_DIR}/aot.stamp)
 set_source_files_properties(${RMSNORM_AOT_SOURCE} PROPERTIES GENERATED TRUE
                             OBJECT_DEPENDS "${RMSNORM_AOT_DIR}/aot.stamp;${_rmsnorm_blobs}")

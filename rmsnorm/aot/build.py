@@ -32,10 +32,12 @@ import hashlib
 import json
 import os
 import pathlib
+import random
 import re
 import sys
 import time
 
+from rmsnorm.aot.progress import Progress
 from rmsnorm.launch import configs
 
 # Op, dtype and flag codes of a kernel's key, and its fields with their widths in bits, low
@@ -359,16 +361,18 @@ def build(out, archs, jobs, ptx_arch):
     total = len(paths)
     print(f"rmsnorm.aot: {total} kernels for sm_{', sm_'.join(map(str, archs))}; "
           f"{len(todo)} to compile with {jobs} processes", file=sys.stderr, flush=True)
-    done = 0
     if todo:
         import multiprocessing
 
+        # Kernels of one op and width sit together in specs() and differ in cost: a shuffled
+        # order (fixed, so reruns match) makes the rate so far a fair estimate of the rest.
+        work = list(todo.values())
+        random.Random(0).shuffle(work)
+        progress = Progress(len(work))
         ctx = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-            for _ in pool.map(_compile_to, todo.values(), chunksize=4):
-                done += 1
-                if done % 100 == 0 or done == len(todo):
-                    print(f"rmsnorm.aot: {done}/{len(todo)}", file=sys.stderr, flush=True)
+            for _ in pool.map(_compile_to, work, chunksize=4):
+                progress.step()
     from rmsnorm.aot.emit import emit
 
     emit(out, per_arch, lambda spec, arch: paths[(spec, arch)], ptx_arch)

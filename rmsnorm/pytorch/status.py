@@ -1,8 +1,9 @@
-"""What serves rmsnorm's calls in this process: status() for a report, use_compiled_kernels()
-to send CUDA tensors through the Python launcher instead (RMSNORM_KERNELS=triton at import does
-the same)."""
+"""What serves rmsnorm's calls in this process: status() for a report (describe() words it for
+a person: `python -m rmsnorm`), use_compiled_kernels() to send CUDA tensors through the Python
+launcher instead (RMSNORM_KERNELS=triton at import does the same)."""
 
 import os
+import textwrap
 
 import torch
 
@@ -36,14 +37,18 @@ def use_compiled_kernels(enabled=True):
 
 
 def status():
-    """A dict: "ops" (the op library loaded, or why not), "cuda" (for each visible GPU, what
-    serves CUDA tensors), "compiled_kernels" (whether they are switched on), "triton_cases"
-    (the CUDA calls the Python launcher serves even so) and "cpu" (what serves CPU tensors)."""
+    """A dict: "ops" (the op library loaded, or why not), "compiled_kernels_built" (whether the
+    op library has librmsnorm's CUDA kernels at all), "compiled_kernels_enabled" (whether
+    use_compiled_kernels lets CUDA tensors take them, where built), "cuda" (for each visible
+    GPU, what serves CUDA tensors), "triton_cases" (the CUDA calls the Python launcher serves
+    even so) and "cpu" (what serves CPU tensors)."""
     report = {"ops": native.error or f"loaded: {native.OPS_LIBRARY}"}
     if native.error:
         return report
     enabled = torch.ops.rmsnorm.use_compiled_kernels(None)
-    report["compiled_kernels"] = enabled
+    # Two keys, not one: the switch alone read as "compiled kernels: True" in a CPU build.
+    report["compiled_kernels_built"] = torch.ops.rmsnorm.compiled_kernels_built()
+    report["compiled_kernels_enabled"] = enabled
     # "cuda": a str when no CUDA tensor can exist here, else per device.
     cuda = {}
     if torch.version.cuda is None:
@@ -65,6 +70,36 @@ def status():
     report["cpu"] = ("Triton's interpreter (TRITON_INTERPRET=1)" if ops.INTERPRETED else
                      "the contract's PyTorch recipe (no GPU kernels on the CPU)")
     return report
+
+
+def describe(report):
+    """status()'s report as lines for a person (what `python -m rmsnorm` prints)."""
+    if "compiled_kernels_built" not in report:
+        return _wrap(f"op library: not loaded: {report['ops']}")
+    on = report["compiled_kernels_enabled"]
+    if not report["compiled_kernels_built"]:
+        kernels = "not built"
+    else:
+        kernels = "built, switched " + ("on" if on else "off")
+    lines = [f"op library: {report['ops']}", f"compiled kernels: {kernels}"]
+    cuda = report["cuda"]
+    if isinstance(cuda, str):
+        lines.append(f"CUDA tensors: {cuda}")
+    else:
+        lines.append("CUDA tensors:")
+        lines += [f"  {device}: {what}" for device, what in cuda.items()]
+    if report["compiled_kernels_built"] and on:
+        # Only then are there exceptions: otherwise the launcher serves every CUDA call.
+        lines.append("CUDA calls the Python launcher serves even so:")
+        lines += [f"  - {case}" for case in report["triton_cases"]]
+    lines.append(f"CPU tensors: {report['cpu']}")
+    return "\n".join(_wrap(line) for line in lines)
+
+
+def _wrap(line, width=100):
+    indent = " " * (len(line) - len(line.lstrip(" -")))
+    return textwrap.fill(line, width, subsequent_indent=indent + "  ", break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def _from_environment():

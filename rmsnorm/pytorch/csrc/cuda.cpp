@@ -412,6 +412,8 @@ std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cuda(
 
 }  // namespace
 
+bool compiled_kernels_built() { return true; }
+
 std::string compiled_kernels_report(int64_t device) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     char buffer[128] = {};

@@ -140,6 +140,8 @@ TORCH_LIBRARY(rmsnorm, m) {
     m.def("use_compiled_kernels(bool? enabled) -> bool", &use_compiled_kernels);
     // What serves CUDA tensors on device `device`: "sm_90 cubins", or why nothing compiled does.
     m.def("compiled_kernels(int device) -> str", &compiled_kernels_report);
+    // Whether this library has the compiled kernels at all (use_compiled_kernels only switches).
+    m.def("compiled_kernels_built() -> bool", &compiled_kernels_built);
 }
 
 TORCH_LIBRARY_IMPL(rmsnorm, CPU, m) {
