@@ -48,7 +48,8 @@ def launcher_only():
 def test_status_names_the_compiled_kernels_of_this_gpu():
     report = rmsnorm.status()
     assert report["ops"].startswith("loaded")
-    assert report["compiled_kernels"] is True
+    assert report["compiled_kernels_built"] is True
+    assert report["compiled_kernels_enabled"] is True
     assert "cubins" in report["cuda"]["cuda:0"] or "PTX" in report["cuda"]["cuda:0"]
 
 
