@@ -7,9 +7,6 @@ import torch
 import rmsnorm
 from helpers import randn, seed_of, weight_for
 
-# torch.compile's own use of torch.jit (torch 2.13) warns of its deprecation.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
-
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
