@@ -271,14 +271,12 @@ def _split_forward(x, residual, weight, y, residual_out, rstd, sizes, eps, offse
 def _split_forward_spec(device, items, fused, has_w, two_level, casting_mode, dtypes, launch,
                         ints):
     """The two prepared kernels. Every dtype they see is in the key (`dtypes`: x, residual,
-    weight, y, the sum): a Prepared reuses the code it compiled for the first call's."""
+    weight, y, residual_out): a Prepared reuses the code it compiled for the first call's."""
     acc = _acc(dtypes[0])
     grid = min(items, INTERPRETER_PROGRAMS if INTERPRETED else
                _sm_count(device) * launch.programs_per_sm)
-    widest = max(d.itemsize for d in dtypes if d is not None)
     common = dict(BLOCK_N=launch.block_n, TWO_LEVEL=two_level, ACC=acc,
-                  SOFT_BF16=INTERPRETED, PDL=_pdl(device),
-                  VEC=configs.row_vector(widest))
+                  SOFT_BF16=INTERPRETED, PDL=_pdl(device), VEC=_row_vector(dtypes))
     sumsq = _prepare(fwd_sumsq_kernel, grid, 4, dict(common, HAS_RESIDUAL=fused),
                      launch.num_warps, ints)
     scale = _prepare(fwd_scale_kernel, grid, 5,
@@ -303,6 +301,11 @@ def _as_twin(plan, n):
                for pair in plan.strides.values() for st in pair[:levels])
 
 
+def _row_vector(dtypes):
+    """configs.row_vector of the widest of the row's dtypes (None: a tensor the call lacks)."""
+    return configs.row_vector(max(d.itemsize for d in dtypes if d is not None))
+
+
 @functools.lru_cache(maxsize=4096)
 def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta, w_dtype,
                  has_rstd, casting_mode, launch, quant_flags=None, unquantized_dtype=None):
@@ -318,11 +321,10 @@ def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
     if plan is None:
         return None
     n = shape[-1]
-    # The widest element of the row (configs.row_vector); a quantized y stands for its
-    # unquantized twin, which the kernel also stores (bf16 x, fp16 weight: an fp32 y).
+    # A quantized y stands for its unquantized twin, which the kernel also stores (bf16 x,
+    # fp16 weight: an fp32 y).
     row_dtypes = (x_meta[1], w_dtype, unquantized_dtype or y_meta[1],
                   *(m[1] for m in (residual_meta, residual_out_meta) if m is not None))
-    widest = max(d.itemsize for d in row_dtypes if d is not None)
     grid = _grid(launch, plan.rows, device)
     st = _strides_of(plan, n)
     zero = (0, 0)
@@ -333,7 +335,7 @@ def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
                  KEEP_STORED=launch.keep_stored, HAS_RESIDUAL=fused, HAS_W=w_dtype is not None,
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device),
-                 VEC=configs.row_vector(widest))
+                 VEC=_row_vector(row_dtypes))
     if quant_flags:
         flags.update(quant_flags)
         kernel = fwd_quant_tile_kernel if launch.path == "tile" else fwd_quant_loop_kernel
