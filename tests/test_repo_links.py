@@ -3,22 +3,39 @@ docs cite is docs/DESIGN.md, in the repository, and relative links in the docs r
 
 import os
 import re
+import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP_DIRS = {".git", ".venv", "build", "out", ".cache", "__pycache__", ".pytest_cache", "results"}
 OUTSIDE = re.compile(r"\.\./" + "shared/|" + "shared/" + "docs/")
 
 
-def _text_files():
+def _paths():
+    """The repository's files: in a git checkout what git tracks or would add (a developer's
+    ignored scratch folder is not the repository); elsewhere (a copy without .git) every file
+    outside the build and cache folders."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], cwd=ROOT, capture_output=True,
+                                check=True).stdout
+        if os.path.exists(os.path.join(ROOT, ".git")):  # a worktree's .git is a file
+            yield from (p for p in listed.decode().split("\0") if p)
+            return
+    except (OSError, subprocess.CalledProcessError):
+        pass
     for top, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")]
         for name in files:
-            path = os.path.join(top, name)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    yield os.path.relpath(path, ROOT), f.read()
-            except (UnicodeDecodeError, OSError):
-                continue
+            yield os.path.relpath(os.path.join(top, name), ROOT)
+
+
+def _text_files():
+    for path in _paths():
+        try:
+            with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+                yield path, f.read()
+        except (UnicodeDecodeError, OSError):
+            continue
 
 
 def test_no_reference_outside_the_repository():
