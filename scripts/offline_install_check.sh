@@ -27,7 +27,8 @@ pip install --quiet --no-index --no-deps "$WHEELS"/*.whl >>"$log" 2>&1 ||
     fail "installing the build backend from $WHEELS"
 bash "$ROOT/scripts/copy_checkout.sh" "$src" 2>>"$log" || fail "copying the checkout"
 t0=$SECONDS
-pip install --no-index --no-build-isolation --no-compile "$src" >>"$log" 2>&1 ||
+# -v: the build's own output (the AOT count and archs named below) into the log.
+pip install -v --no-index --no-build-isolation --no-compile "$src" >>"$log" 2>&1 ||
     fail "pip install --no-build-isolation --no-index"
 say "pip install took $((SECONDS - t0)) s ($(nproc) cores; $(grep -m 1 -o 'kernels for sm_[0-9, sm_]*' "$log" || echo 'archs not logged'))"
 
