@@ -1,5 +1,7 @@
-"""rmsnorm.launch.interpreter_compat: Triton 3.6's interpreter with numpy 2.4 and newer, where int()
-of a 1-element array fails and with it every loop whose bound is a kernel argument."""
+"""rmsnorm.launch.interpreter_compat: the fixes of Triton's interpreter, each installed only
+where it is needed. Triton 3.6 with numpy 2.4 and newer: int() of a 1-element array fails, and
+with it every loop whose bound is a kernel argument. Triton 3.9: a store refuses the mask that
+a block and-ed with a run-time flag makes (the quantized forward's store of y)."""
 
 import warnings
 from types import SimpleNamespace
@@ -24,13 +26,16 @@ def _tensor_of(data):
 
 
 def test_needed_only_for_the_versions_that_fail():
-    assert compat._needed(True, "2.4.0", "3.6.0")
-    assert compat._needed(True, "2.5.1", "3.6.0")
-    assert not compat._needed(True, "2.3.5", "3.6.0")
-    assert not compat._needed(False, "2.5.1", "3.6.0")  # compiled kernels: no numpy involved
-    assert not compat._needed(True, "2.5.1", "3.7.0")
-    assert compat._needed(True, "2.5.0rc1", "3.6.0+git1234")
-    assert not compat._needed(True, "unknown", "3.6.0")
+    assert compat._needed(True, "2.4.0", "3.6.0") == ("index",)
+    assert compat._needed(True, "2.5.1", "3.6.0") == ("index",)
+    assert compat._needed(True, "2.3.5", "3.6.0") == ()
+    assert compat._needed(False, "2.5.1", "3.6.0") == ()  # compiled kernels: no numpy involved
+    assert compat._needed(True, "2.5.1", "3.7.0") == ()  # 3.7 converts the array itself
+    assert compat._needed(True, "2.5.1", "3.8.0") == ()
+    assert compat._needed(True, "2.4.6", "3.9.0") == ("splat",)
+    assert compat._needed(False, "2.4.6", "3.9.0") == ()
+    assert compat._needed(True, "2.5.0rc1", "3.6.0+git1234") == ("index",)
+    assert compat._needed(True, "unknown", "3.6.0") == ()
 
 
 def test_index_is_the_one_element_as_an_int_without_a_warning():
@@ -48,10 +53,47 @@ def test_index_is_the_one_element_as_an_int_without_a_warning():
 def test_installed_on_import_exactly_where_needed():
     from triton.runtime import interpreter
 
-    installed = interpreter._patch_lang_tensor
-    assert getattr(installed, compat._MARK, False) == compat.needed()
+    index = interpreter._patch_lang_tensor
+    splat = interpreter.InterpreterBuilder.create_splat
+    assert getattr(index, compat._MARK, False) == ("index" in compat.needed())
+    assert getattr(splat, compat._MARK, False) == ("splat" in compat.needed())
     assert compat.apply() == compat.needed()
-    assert interpreter._patch_lang_tensor is installed  # once
+    assert interpreter._patch_lang_tensor is index  # once
+    assert interpreter.InterpreterBuilder.create_splat is splat
+
+
+@interpreted
+@pytest.mark.parametrize("flag", [0, 1])
+def test_a_block_masked_by_a_run_time_flag_stores_what_the_flag_says(flag):
+    # The quantized forward's `mask & (store_unq != 0)`: a scalar comparison splat over a
+    # block, then a store with it as the mask.
+    import triton
+
+    @triton.jit(do_not_specialize=["flag"])
+    def copy_if(X, Y, n, flag, BLOCK: tl.constexpr):
+        c = tl.arange(0, BLOCK)
+        mask = c < n
+        tl.store(Y + c, tl.load(X + c, mask=mask), mask=mask & (flag != 0))
+
+    x = torch.randn(8, generator=torch.Generator().manual_seed(seed_of("splat", flag)))
+    y = torch.full((8,), float("nan"))
+    copy_if[(1,)](x, y, 6, flag, BLOCK=8)
+    assert torch.equal(y[:6], x[:6]) if flag else y[:6].isnan().all()
+    assert y[6:].isnan().all()
+
+
+def test_a_splat_of_a_bool_scalar_is_int1_and_nothing_else_changes():
+    from triton.runtime import interpreter
+
+    calls = []
+    splat = compat._splat_of(lambda self, ret_ty, arg: calls.append(arg) or arg, tl,
+                             interpreter.TensorHandle)
+    flag = interpreter.TensorHandle(np.array([True]), tl.int32)  # a comparison's handle
+    as_int1 = splat(None, None, flag)
+    assert as_int1.dtype == tl.int1 and as_int1.data.tolist() == [True]
+    number = interpreter.TensorHandle(np.array([3], dtype=np.int32), tl.int32)
+    assert splat(None, None, number) is number
+    assert len(calls) == 2
 
 
 @interpreted
