@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # rmsnorm as a user installs it: a fresh venv outside the checkout, torch 2.13.0 (the CPU build,
-# which pip takes from local disk here), triton 3.6.0 and scikit-build-core, then
-# `pip install --no-build-isolation` of a copy of the checkout (not editable; numpy floats to
-# the newest release): CMake builds librmsnorm and the torch ops against that torch. From
+# which pip takes from local disk here), triton ($RMSNORM_TRITON, default requirements/ci.txt's
+# pin) and scikit-build-core, then `pip install --no-build-isolation` of a copy of the
+# checkout (not editable; numpy floats to the newest release), which must keep that triton
+# (resolve next to it, not replace it): CMake builds librmsnorm and the torch ops against that
+# torch. From
 # outside the checkout it imports the installed package, checks that the op library loaded from
 # the venv, runs each console script with --help, runs rmsnorm-demo (no GPU in that venv:
 # Triton's interpreter), rmsnorm-compare on a planted recipe and the looped kernels against
@@ -11,9 +13,12 @@
 # Quiet when it works (one line); the log and a FAILED line when it does not (exit 1).
 # Skipped, exit 0, with a message, where pip cannot install those (no network: the GPU
 # machine) or RMSNORM_SKIP_INSTALL_CHECK=1. Called by scripts/test.sh; pip's cache is reused.
+# RMSNORM_INSTALL_KEEP=DIR (a folder that does not exist) keeps the venv (DIR/venv) and the
+# editable copy (DIR/src) for scripts/triton_check.sh to test in.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCRIPTS=(rmsnorm-bench rmsnorm-demo rmsnorm-sweep rmsnorm-compare)
+TRITON=${RMSNORM_TRITON:-$(sed -n 's/^triton==//p' "$ROOT/requirements/ci.txt")}
 t0=$SECONDS
 
 say() { echo "rmsnorm: install check: $*" >&2; }
@@ -21,9 +26,14 @@ if [ "${RMSNORM_SKIP_INSTALL_CHECK:-0}" = 1 ]; then
     say "SKIPPED (RMSNORM_SKIP_INSTALL_CHECK=1)"
     exit 0
 fi
-work=$(mktemp -d "${TMPDIR:-/tmp}/rmsnorm-install.XXXXXX")
-# Deleting a venv with torch takes tens of seconds on a slow disk: done in the background.
-trap 'rm -rf "$work" </dev/null >/dev/null 2>&1 &' EXIT
+if [ -n "${RMSNORM_INSTALL_KEEP:-}" ]; then
+    work=$RMSNORM_INSTALL_KEEP
+    mkdir "$work"
+else
+    work=$(mktemp -d "${TMPDIR:-/tmp}/rmsnorm-install.XXXXXX")
+    # Deleting a venv with torch takes tens of seconds on a slow disk: done in the background.
+    trap 'rm -rf "$work" </dev/null >/dev/null 2>&1 &' EXIT
+fi
 venv=$work/venv log=$work/log src=$work/src
 skip() { say "SKIPPED: $*"; grep -m 1 "^ERROR" "$log" >&2 || true; exit 0; }
 fail() { cat "$log" >&2; say "FAILED: $*"; exit 1; }
@@ -33,8 +43,8 @@ python3 -m venv "$venv" >"$log" 2>&1 || skip "python3 cannot make a venv (no pyt
 # Whether pip can install here at all: a dry run fails within seconds without a network.
 timeout 60 "$venv/bin/python" -m pip --disable-pip-version-check install --dry-run --quiet \
     --ignore-installed --timeout 10 --retries 0 --report "$work/plan.json" torch==2.13.0 \
-    triton==3.6.0 numpy "scikit-build-core>=0.10" >>"$log" 2>&1 ||
-    skip "pip cannot install torch 2.13.0, triton 3.6.0, numpy and scikit-build-core here (no network?)"
+    "triton==$TRITON" numpy "scikit-build-core>=0.10" >>"$log" 2>&1 ||
+    skip "pip cannot install torch 2.13.0, triton $TRITON, numpy and scikit-build-core here (no network?)"
 # torch must be a CPU build or come from local disk: never a CUDA build of several GB.
 cpu_torch='import json, sys
 torch = [i for i in json.load(open(sys.argv[1]))["install"] if i["metadata"]["name"] == "torch"]
@@ -45,18 +55,25 @@ sys.exit(0 if torch and ("+cpu" in torch[0]["metadata"]["version"]
 
 bash "$ROOT/scripts/copy_checkout.sh" "$src" 2>>"$log" || fail "copying the checkout"
 # --no-compile: byte-compiling all of torch takes longer than anything the check runs.
-pip install --quiet --no-compile torch==2.13.0 triton==3.6.0 "scikit-build-core>=0.10" \
-    >>"$log" 2>&1 || fail "pip install torch==2.13.0 triton==3.6.0 scikit-build-core"
+pip install --quiet --no-compile torch==2.13.0 "triton==$TRITON" "scikit-build-core>=0.10" \
+    >>"$log" 2>&1 || fail "pip install torch==2.13.0 triton==$TRITON scikit-build-core"
 pip install --quiet --no-compile --no-build-isolation "$src" >>"$log" 2>&1 ||
     fail "pip install --no-build-isolation of the checkout"
 
 # From outside the checkout, with nothing of it on the path.
 cd "$work"
 run() { env -u PYTHONPATH -u TRITON_INTERPRET PATH="$venv/bin:$PATH" "$@"; }
-versions=$(run python - "$venv" <<'EOF' 2>>"$log"
-import os, sys
+versions=$(run python - "$venv" "$TRITON" <<'EOF' 2>>"$log"
+import os, sys, warnings
 import numpy, torch, triton
-import rmsnorm
+if triton.__version__ != sys.argv[2]:
+    sys.exit(f"installing rmsnorm replaced triton {sys.argv[2]} with {triton.__version__}")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import rmsnorm
+untested = [w for w in caught if issubclass(w.category, rmsnorm.UntestedTritonWarning)]
+if untested:  # the Triton pip chose is in the declared range, so tested: no warning
+    sys.exit(str(untested[0].message))
 where = os.path.realpath(rmsnorm.__file__)
 if not where.startswith(os.path.realpath(sys.argv[1]) + os.sep):
     sys.exit(f"rmsnorm imported from {where}, not from the venv")
