@@ -25,6 +25,30 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(autouse=True)
+def one_big_gpu_allocation_at_a_time(request):
+    """Tests marked big_gpu_memory (tens of GiB) hold one lock file across pytest-xdist's
+    processes, and hand their memory back to the driver when done: on an 80 GB card, three of
+    them at once, or the cache one left reserved, starve the others (CUDA out of memory)."""
+    if request.node.get_closest_marker("big_gpu_memory") is None or \
+            not torch.cuda.is_available():
+        yield
+        return
+    import fcntl
+    import tempfile
+
+    with open(os.path.join(tempfile.gettempdir(), "rmsnorm-big-gpu-memory.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            import gc
+
+            gc.collect()
+            torch.cuda.empty_cache()
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
 def poisoned_outputs():
     """Every output rmsnorm allocates starts as NaN, so an element never written fails: torch's
     own fill of uninitialized memory (torch.empty, and the C++ ops' allocations, under

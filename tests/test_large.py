@@ -7,7 +7,8 @@ import rmsnorm
 from rmsnorm import reference
 from helpers import assert_matches_recipe, recipe_rms_norm
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"),
+              pytest.mark.big_gpu_memory]
 
 
 @pytest.mark.parametrize("fused", [False, True])

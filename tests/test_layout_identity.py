@@ -155,6 +155,7 @@ needs_big_gpu = pytest.mark.skipif(
 
 
 @needs_big_gpu
+@pytest.mark.big_gpu_memory
 @pytest.mark.parametrize("kind", HUGE)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("op", ["fwd", "add", "add_inplace", "bwd", "bwd_fused"])
