@@ -307,8 +307,8 @@ def test_dequantized_values_near_float64(device, quant_dtype, mode):
         scales = scales.repeat_interleave(64, dim=-1)
     deq = r.out.cpu().double() * scales
     if quant_dtype == torch.int8:
-        # A step of the scale (group int8 rounds toward zero), plus y's rounding to bf16.
-        bound = scales * (1.0 if mode == "group64" else 0.5) + 2 ** -7 * y64.abs()
+        # Half a step of the scale (int8 rounds to nearest), plus y's rounding to bf16.
+        bound = scales * 0.5 + 2 ** -7 * y64.abs()
     else:
         mant = 3 if quant_dtype == torch.float8_e4m3fn else 2
         sub = 2.0 ** (-9 if quant_dtype == torch.float8_e4m3fn else -16)

@@ -125,8 +125,8 @@ def test_division_is_the_correctly_rounded_quotient(where, soft, quant_dtype, ma
     quotient = y.cpu() / s.cpu()  # the CPU's IEEE division, element by element
     qmax = 127.0 if quant_dtype == torch.int8 else 448.0
     qmin = -128.0 if quant_dtype == torch.int8 else -448.0
-    if quant_dtype == torch.int8:  # group int8: toward zero, NaN to -128
-        want = torch.where(quotient.isnan(), qmin, quotient.clamp(qmin, qmax)).trunc()
+    if quant_dtype == torch.int8:  # group int8: to nearest even, NaN to -128
+        want = torch.where(quotient.isnan(), qmin, quotient.clamp(qmin, qmax)).round()
     else:  # per-row fp8: NaN to +448
         want = torch.where(quotient.isnan(), qmax, quotient.clamp(qmin, qmax))
     want = want.to(quant_dtype).view(torch.uint8)

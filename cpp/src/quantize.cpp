@@ -111,12 +111,11 @@ float fp8_to_float(uint8_t bits, rmsnorm_quant_format format) {
 void quantize_row(const Quantizer& q, const float* y, int64_t n, uint8_t* out, float* scales) {
     const bool int8 = q.format == RMSNORM_QUANT_INT8;
     const float qmax = quant_max(q.format), qmin = int8 ? -128.0f : -qmax;
-    // v saturated (a NaN to nan_out) and converted: int8 to nearest even or toward zero.
-    const auto store = [&](int64_t j, float v, float nan_out, bool truncate) {
+    // v saturated (a NaN to nan_out) and converted to nearest even.
+    const auto store = [&](int64_t j, float v, float nan_out) {
         v = std::isnan(v) ? nan_out : v > qmax ? qmax : v < qmin ? qmin : v;
         if (int8) {
-            const float whole = truncate ? std::trunc(v) : round_half_even(v);
-            out[j] = static_cast<uint8_t>(static_cast<int8_t>(whole));
+            out[j] = static_cast<uint8_t>(static_cast<int8_t>(round_half_even(v)));
         } else {
             out[j] = float_to_fp8(v, q.format);
         }
@@ -127,9 +126,9 @@ void quantize_row(const Quantizer& q, const float* y, int64_t n, uint8_t* out, f
             const float inverse = 1.0f / q.static_scale;
             for (int64_t j = 0; j < n; ++j) {
                 if (int8) {
-                    store(j, y[j] / q.static_scale, 0.0f, false);
+                    store(j, y[j] / q.static_scale, 0.0f);
                 } else {
-                    store(j, y[j] * inverse, qmax, false);
+                    store(j, y[j] * inverse, qmax);
                 }
             }
             return;
@@ -139,13 +138,13 @@ void quantize_row(const Quantizer& q, const float* y, int64_t n, uint8_t* out, f
             if (int8) {
                 scales[0] = amax / 127.0f;
                 const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
-                for (int64_t j = 0; j < n; ++j) store(j, y[j] * inverse, 0.0f, false);
+                for (int64_t j = 0; j < n; ++j) store(j, y[j] * inverse, 0.0f);
                 return;
             }
             if (q.has_ub && q.ub < amax) amax = q.ub;
             const float s = max_of(amax / qmax, 1.0f / (qmax * 512.0f));
             scales[0] = s;
-            for (int64_t j = 0; j < n; ++j) store(j, y[j] / s, qmax, false);
+            for (int64_t j = 0; j < n; ++j) store(j, y[j] / s, qmax);
             return;
         }
         case RMSNORM_SCALE_PER_GROUP: {
@@ -155,7 +154,7 @@ void quantize_row(const Quantizer& q, const float* y, int64_t n, uint8_t* out, f
                 if (q.ue8m0) s = ue8m0_round_up(max_of(s, 1e-10f));
                 scales[g] = s;
                 for (int64_t j = 0; j < q.group_size; ++j) {
-                    store(g * q.group_size + j, yg[j] / s, qmin, true);
+                    store(g * q.group_size + j, yg[j] / s, qmin);
                 }
             }
             return;

@@ -200,12 +200,13 @@ TEST(QuantizePerGroup, Fp8ScaleIsAmaxOverQmaxPerGroupFlooredAt1e10) {
     EXPECT_EQ(r.q[64], 0.0f);
 }
 
-TEST(QuantizePerGroup, Int8RoundsTowardZeroAndSendsNaNToMinus128) {
-    // amax 127: scale 1; 2.7 -> 2, -2.7 -> -2 (not -3), 2.5 -> 2.
-    const auto r = quantize(group_q(kInt8, 64), two_groups({127.0f, 2.7f, -2.7f, 2.5f, NAN}, {}));
+TEST(QuantizePerGroup, Int8RoundsHalfToEvenAndSendsNaNToMinus128) {
+    // amax 127: scale 1; 2.7 -> 3, -2.7 -> -3, 2.5 -> 2 and 3.5 -> 4 (ties to even).
+    const auto r = quantize(group_q(kInt8, 64),
+                            two_groups({127.0f, 2.7f, -2.7f, 2.5f, 3.5f, NAN}, {}));
     EXPECT_EQ(r.scales[0], 1.0f);
-    const std::vector<float> first(r.q.begin(), r.q.begin() + 5);
-    EXPECT_TRUE(same_floats(first, {127.0f, 2.0f, -2.0f, 2.0f, -128.0f}));
+    const std::vector<float> first(r.q.begin(), r.q.begin() + 6);
+    EXPECT_TRUE(same_floats(first, {127.0f, 3.0f, -3.0f, 2.0f, 4.0f, -128.0f}));
 }
 
 TEST(QuantizePerGroup, Ue8m0RoundsScalesUpToPowersOfTwoExactly) {

@@ -170,10 +170,8 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
     else:
         v = tl.maximum(tl.minimum(v, qmax), qmin)
     if int8:
-        if QUANT == _GROUP:
-            # vLLM's group kernel converts with a C cast: toward zero.
-            return v.to(tl.int8)
-        # Round half to even by fp32 addition of 1.5 * 2^23 (exact for |v| <= 128).
+        # Round half to even by fp32 addition of 1.5 * 2^23 (exact for |v| <= 128), in every
+        # mode: vLLM's Triton group quantizer rounds toward zero instead, with twice the error.
         return ((v + 12582912.0) - 12582912.0).to(tl.int8)
     elif SOFT:
         if Q_DTYPE == tl.float8e5:

@@ -30,14 +30,13 @@ def _abs_max(y, dim):
     return torch.where(torch.isnan(y), 0.0, y.abs()).amax(dim=dim, keepdim=True)
 
 
-def _to_format(v, quant_dtype, nan_out, truncate=False):
-    """fp32 v saturated to the format (a NaN to nan_out) and converted: to nearest even, or
-    toward zero with `truncate` (int8 only)."""
+def _to_format(v, quant_dtype, nan_out):
+    """fp32 v saturated to the format (a NaN to nan_out) and converted to nearest even."""
     qmax = quant_max(quant_dtype)
     qmin = -128.0 if quant_dtype == torch.int8 else -qmax
     v = torch.where(torch.isnan(v), nan_out, v.clamp(qmin, qmax))
     if quant_dtype == torch.int8:
-        v = v.trunc() if truncate else v.round()
+        v = v.round()
     return v.to(quant_dtype)
 
 
@@ -56,7 +55,8 @@ def quantize(y, quant_dtype, *, scale=None, group_size=None, scale_ub=None,
     `max(min(amax, scale_ub) / qmax, 1 / (qmax * 512))` and `y / scale`; int8 scale
     `amax / 127` and `y * (127 / amax)` (0 for amax 0). Per group: scale
     `max(amax, 1e-10) / qmax` (UE8M0: rounded up to a power of two), `y / scale`, int8 rounded
-    toward zero. Dynamic scales have shape y.shape[:-1] + (1,) or (N // group_size,)."""
+    to nearest even (vLLM's fused norm-quant kernel does; its Triton group quantizer truncates,
+    with twice the error). Dynamic scales have shape y.shape[:-1] + (1,) or (N // group_size,)."""
     yf = y.float()
     qmax = quant_max(quant_dtype)
     int8 = quant_dtype == torch.int8
@@ -80,5 +80,5 @@ def quantize(y, quant_dtype, *, scale=None, group_size=None, scale_ub=None,
     if use_ue8m0:
         s = ue8m0(s)
     qmin = -128.0 if int8 else -qmax
-    q = _to_format(_div(groups, s), quant_dtype, qmin, truncate=int8)
+    q = _to_format(_div(groups, s), quant_dtype, qmin)
     return q.reshape(yf.shape), s.squeeze(-1)

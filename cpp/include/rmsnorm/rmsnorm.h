@@ -151,9 +151,9 @@ typedef struct rmsnorm_backward_args {
  *   per-group: s = max(amax, 1e-10) / qmax (ue8m0: max(s, 1e-10) rounded up to a power of
  *              two, exactly), q = y / s
  * then q saturated to [-qmax, qmax] ([-128, 127] for int8) and converted: fp8 to nearest
- * even; int8 to nearest even, except per-group int8, rounded toward zero. A NaN q becomes
- * +qmax (fp8 static and per-token), 0 (int8 static and per-token), -qmax (fp8 per-group) or
- * -128 (int8 per-group). Dynamic scales s are written. */
+ * even; int8 to nearest even. A NaN q becomes +qmax (fp8 static and per-token), 0 (int8
+ * static and per-token), -qmax (fp8 per-group) or -128 (int8 per-group). Dynamic scales s
+ * are written. */
 typedef enum rmsnorm_quant_format {
     RMSNORM_QUANT_FP8_E4M3 = 0, /* float8_e4m3fn (no infinities; max 448) */
     RMSNORM_QUANT_INT8 = 1,
