@@ -26,15 +26,20 @@ def output_dtype(norm_dtype, weight, casting_mode):
 
 def contract_rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama"):
     """Returns (y, rstd) exactly as DESIGN.md's contract rounds them; rstd has shape [..., 1]."""
-    acc = acc_dtype(x.dtype)
-    v = x.to(acc)
+    return _normalize(x.to(acc_dtype(x.dtype)), x.dtype, weight, eps, offset, casting_mode)
+
+
+def _normalize(v, dtype, weight, eps, offset, casting_mode):
+    """(y, rstd) of v (in the dtype the contract computes in), rounding as the contract does
+    for an input of `dtype`."""
+    acc = v.dtype
     rstd = torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + fp32(eps))
-    out_dtype = output_dtype(x.dtype, weight, casting_mode)
+    out_dtype = output_dtype(dtype, weight, casting_mode)
     if weight is None:
         return (v * rstd).to(out_dtype), rstd
     w = weight.to(acc) + fp32(offset)
     if casting_mode == "llama":
-        return ((v * rstd).to(x.dtype).to(acc) * w).to(out_dtype), rstd
+        return ((v * rstd).to(dtype).to(acc) * w).to(out_dtype), rstd
     return (v * rstd * w).to(out_dtype), rstd
 
 
@@ -43,11 +48,17 @@ def residual_add(x, residual):
 
 
 def contract_fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
-                                casting_mode="llama"):
-    """Returns (y, residual_out, rstd)."""
+                                casting_mode="llama", normalized_sum="rounded"):
+    """Returns (y, residual_out, rstd). normalized_sum: "rounded" normalizes residual_out, the
+    sum rounded to residual.dtype (HF's unfused add); "fp32" the unrounded sum x + residual
+    (vLLM's fused quantized kernels, FlashInfer's fused add), residual_out still rounded."""
     residual_out = residual_add(x, residual)
-    y, rstd = contract_rms_norm(residual_out, weight, eps, offset=offset,
-                                casting_mode=casting_mode)
+    if normalized_sum == "rounded":
+        v = residual_out.to(acc_dtype(residual.dtype))
+    else:
+        acc = acc_dtype(residual.dtype)
+        v = residual.to(acc) + x.to(acc)
+    y, rstd = _normalize(v, residual.dtype, weight, eps, offset, casting_mode)
     return y, residual_out, rstd
 
 
