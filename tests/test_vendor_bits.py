@@ -1,0 +1,71 @@
+"""rmsnorm_tools.vendor_bits' classification of rows, on the CPU with stand-ins for the vendor
+kernels: a row is exact, exact with rstd one ulp off, or unexplained."""
+
+import torch
+
+from rmsnorm.launch import quant_contract
+from rmsnorm_tools import vendor_bits as vb
+
+
+class NudgedVllm:
+    """vLLM's recipes, with rstd one ulp up on odd rows (another reduction order) and, with
+    `wrong`, the per-token codes of row 0 from y * 1.01 (a misreading)."""
+
+    def __init__(self, wrong=False):
+        self.wrong = wrong
+
+    @staticmethod
+    def _nudged(x, w, residual=None, **kw):
+        rows = [vb.recipe_y(x, w, residual, ulps=i % 2, **kw) for i in range(2)]
+        pick = (torch.arange(x.shape[0]) % 2 == 1)[:, None]
+        y = torch.where(pick, rows[1][0], rows[0][0])
+        return y, rows[0][1]
+
+    def rms_norm(self, out, x, w, eps):
+        out.copy_(self._nudged(x, w, casting_mode="gemma")[0])
+
+    def rms_norm_dynamic_per_token_quant(self, out, x, w, scales, eps, scale_ub, residual,
+                                         group_size=None):
+        y, ro = self._nudged(x, w, residual, casting_mode="llama", normalized_sum="fp32")
+        q, s = quant_contract.quantize(y, out.dtype, group_size=group_size,
+                                       quantizer="vllm_fused")
+        if self.wrong:
+            q[0] = quant_contract.quantize(y[:1].float() * 1.01, out.dtype,
+                                           quantizer="vllm_fused")[0]
+        out.copy_(q)
+        scales.copy_(s)
+        if residual is not None:
+            residual.copy_(ro)
+
+    def rms_norm_per_block_quant(self, out, x, w, scales, eps, scale_ub, residual, group_size,
+                                 is_scale_transposed):
+        self.rms_norm_dynamic_per_token_quant(out, x, w, scales, eps, scale_ub, residual,
+                                              group_size)
+
+
+def classified(vendor, op, dtype=torch.bfloat16):
+    x, r, w = vb.inputs("random", (8, 256), dtype, seed=1, device="cpu")
+    return vb.classify(*vb.vllm_case(vendor, op, x, r, w))
+
+
+def test_rows_one_ulp_of_rstd_apart_are_told_from_exact_ones():
+    # fp32 rows: one ulp of rstd moves most of y's bits, so the odd rows are not exact.
+    c = classified(NudgedVllm(), "rms", torch.float32)
+    assert c == {"rows_exact": 0.5, "rows_rstd_ulp": 0.5, "rows_unexplained": 0.0,
+                 "today.y": c["today.y"]}
+    # 16-bit outputs move with one ulp of rstd in few elements; none is unexplained.
+    for op in ("rms", "tok_fp8", "add_tok_int8", "add_grp128_fp8"):
+        c = classified(NudgedVllm(), op)
+        assert c["rows_unexplained"] == 0.0, (op, c)
+        assert c["rows_exact"] + c["rows_rstd_ulp"] == 1.0
+
+
+def test_a_misread_recipe_leaves_rows_unexplained():
+    c = classified(NudgedVllm(wrong=True), "tok_fp8")
+    assert c["rows_unexplained"] == 1 / 8
+
+
+def test_nans_compare_equal_and_other_bits_do_not():
+    a = torch.tensor([float("nan"), 1.0, 0.0]).bfloat16()
+    b = torch.tensor([-float("nan"), 1.0, -0.0]).bfloat16()
+    assert vb.same_bits(a, b).tolist() == [True, True, False]

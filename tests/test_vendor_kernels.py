@@ -1,0 +1,45 @@
+"""vLLM's and FlashInfer's real kernels (rmsnorm_tools.vendors: build/peers or RMSNORM_PEERS)
+against the vendors' recipes in PyTorch ops, row by row: every row of every output is the
+recipe's bits, or the recipe's bits with rstd one unit in the last place off (the vendor sums
+the squares in another order). A row that is neither means the recipe misreads the kernel.
+Skipped without a GPU or without the vendor libraries."""
+
+import zlib
+
+import pytest
+import torch
+
+from rmsnorm_tools import vendor_bits as vb
+from rmsnorm_tools import vendors
+
+VLLM, FLASHINFER, WHY = vendors.available() if torch.cuda.is_available() else \
+    (None, None, "no CUDA device")
+SHAPES = [(1, 4096), (16, 2048), (33, 5120), (2048, 4096)]
+
+
+def check(case, lib, op, dtype, shape, kind):
+    x, r, w = vb.inputs(kind, shape, dtype, seed=zlib.crc32(repr((op, shape, kind)).encode()) % 1000)
+    vendor, today, recipe = case(lib, op, x, r, w)
+    got = vb.classify(vendor, today, recipe)
+    assert got["rows_unexplained"] == 0.0, got
+    if "residual" in vendor:  # no reduction in it: always exact
+        assert vb.same_bits(vendor["residual"], recipe(0)["residual"]).all()
+
+
+@pytest.mark.skipif(VLLM is None, reason=f"vLLM's kernels: {WHY}")
+@pytest.mark.parametrize("kind", vb.KINDS)
+@pytest.mark.parametrize("shape", SHAPES, ids=vb.m_n)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("op", vb.VLLM_OPS)
+def test_vllm_kernels_follow_their_recipes(op, dtype, shape, kind):
+    if "grp" in op and shape[1] % 128:
+        pytest.skip("vLLM's group kernels need N divisible by 128 here")
+    check(vb.vllm_case, VLLM, op, dtype, shape, kind)
+
+
+@pytest.mark.skipif(FLASHINFER is None, reason=f"FlashInfer's kernels: {WHY}")
+@pytest.mark.parametrize("kind", vb.KINDS)
+@pytest.mark.parametrize("shape", SHAPES, ids=vb.m_n)
+@pytest.mark.parametrize("op", vb.FI_OPS)
+def test_flashinfer_kernels_follow_their_recipes(op, shape, kind):
+    check(vb.flashinfer_case, FLASHINFER, op, torch.bfloat16, shape, kind)
