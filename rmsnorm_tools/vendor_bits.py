@@ -3,8 +3,8 @@
 For each vendor op (rmsnorm_tools.vendors), dtype, shape and kind of input: the fraction of
 rows where the vendor's recipe, computed in PyTorch ops on the same GPU, gives the vendor
 kernel's bits (every output of the row: codes, scales, y, residual); where it does with
-rstd one unit in the last place off (the sum of squares in another order); and where it
-does not at all (a misreading of the recipe). Beside them, the fraction of elements where
+rstd one unit in the last place off, or 2 to MAX_ULPS units (the sum of squares in another
+order); and where it does not at all (a misreading of the recipe). Beside them, the fraction of elements where
 rmsnorm's kernels today, with the options closest to the vendor's, differ.
 
     python -m rmsnorm_tools.vendor_bits [--json PATH] [--shapes 1x4096,4096x4096]
@@ -204,14 +204,29 @@ def rows_equal(a, b):
     return ok
 
 
-def classify(vendor, today, recipe):
-    """Row fractions: the recipe exact, the recipe with rstd 1 ulp off, neither; and the
-    element fractions of each field where rmsnorm's kernels today differ."""
+# How far the vendor's rstd may be from the recipe's for its row to count as explained by the
+# reduction order: its sum of squares of N fp32 terms in another order (per-thread strided
+# runs, then a tree) differs by a few tens of ulps at most, rstd by half as many.
+MAX_ULPS = 32
+
+
+def classify(vendor, today, recipe, max_ulps=MAX_ULPS):
+    """Row fractions: the recipe exact; exact with rstd 1 ulp off; 2 to max_ulps off; none of
+    these (the recipe misreads the kernel). And the element fractions of each field where
+    rmsnorm's kernels today differ from the vendor's."""
     exact = rows_equal(vendor, recipe(0))
-    nudged = exact | rows_equal(vendor, recipe(-1)) | rows_equal(vendor, recipe(1))
+    found, one_ulp = exact.clone(), None
+    for k in range(1, max_ulps + 1):
+        if found.all():
+            break
+        found |= rows_equal(vendor, recipe(k)) | rows_equal(vendor, recipe(-k))
+        if k == 1:
+            one_ulp = found & ~exact
+    one_ulp = found & ~exact if one_ulp is None else one_ulp
     out = {"rows_exact": exact.float().mean().item(),
-           "rows_rstd_ulp": (nudged & ~exact).float().mean().item(),
-           "rows_unexplained": (~nudged).float().mean().item()}
+           "rows_rstd_ulp": one_ulp.float().mean().item(),
+           "rows_rstd_ulps": (found & ~exact & ~one_ulp).float().mean().item(),
+           "rows_unexplained": (~found).float().mean().item()}
     for field, t in vendor.items():
         out[f"today.{field}"] = frac_diff(t, today[field])
     return out
@@ -271,7 +286,8 @@ def main(argv=None):
         json.dump({"vllm": getattr(vl, "info", None), "flashinfer": getattr(fi, "info", None),
                    "rows": rows}, f, indent=1)
     print("\n## against the vendor kernel, mean over cases (max): rows where the vendor's "
-          "recipe in PyTorch ops is exact, exact with rstd 1 ulp off, unexplained; "
+          f"recipe in PyTorch ops is exact, exact with rstd 1 ulp off, 2-{MAX_ULPS} ulps off, "
+          "unexplained; "
           "today.<field>: elements where rmsnorm's kernels today differ")
     for (op, dtype), fields in summary.items():
         cells = "  ".join(f"{k} {sum(v) / len(v):.2e} ({max(v):.1e})"

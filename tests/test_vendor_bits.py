@@ -8,15 +8,14 @@ from rmsnorm_tools import vendor_bits as vb
 
 
 class NudgedVllm:
-    """vLLM's recipes, with rstd one ulp up on odd rows (another reduction order) and, with
+    """vLLM's recipes, with rstd `ulps` up on odd rows (another reduction order) and, with
     `wrong`, the per-token codes of row 0 from y * 1.01 (a misreading)."""
 
-    def __init__(self, wrong=False):
-        self.wrong = wrong
+    def __init__(self, wrong=False, ulps=1):
+        self.wrong, self.ulps = wrong, ulps
 
-    @staticmethod
-    def _nudged(x, w, residual=None, **kw):
-        rows = [vb.recipe_y(x, w, residual, ulps=i % 2, **kw) for i in range(2)]
+    def _nudged(self, x, w, residual=None, **kw):
+        rows = [vb.recipe_y(x, w, residual, ulps=i * self.ulps, **kw) for i in range(2)]
         pick = (torch.arange(x.shape[0]) % 2 == 1)[:, None]
         y = torch.where(pick, rows[1][0], rows[0][0])
         return y, rows[0][1]
@@ -51,13 +50,17 @@ def classified(vendor, op, dtype=torch.bfloat16):
 def test_rows_one_ulp_of_rstd_apart_are_told_from_exact_ones():
     # fp32 rows: one ulp of rstd moves most of y's bits, so the odd rows are not exact.
     c = classified(NudgedVllm(), "rms", torch.float32)
-    assert c == {"rows_exact": 0.5, "rows_rstd_ulp": 0.5, "rows_unexplained": 0.0,
-                 "today.y": c["today.y"]}
+    assert c == {"rows_exact": 0.5, "rows_rstd_ulp": 0.5, "rows_rstd_ulps": 0.0,
+                 "rows_unexplained": 0.0, "today.y": c["today.y"]}
+    c = classified(NudgedVllm(ulps=5), "rms", torch.float32)
+    assert (c["rows_exact"], c["rows_rstd_ulp"], c["rows_rstd_ulps"]) == (0.5, 0.0, 0.5)
+    c = classified(NudgedVllm(ulps=vb.MAX_ULPS + 8), "rms", torch.float32)
+    assert c["rows_unexplained"] == 0.5
     # 16-bit outputs move with one ulp of rstd in few elements; none is unexplained.
     for op in ("rms", "tok_fp8", "add_tok_int8", "add_grp128_fp8"):
         c = classified(NudgedVllm(), op)
         assert c["rows_unexplained"] == 0.0, (op, c)
-        assert c["rows_exact"] + c["rows_rstd_ulp"] == 1.0
+        assert c["rows_exact"] + c["rows_rstd_ulp"] + c["rows_rstd_ulps"] == 1.0
 
 
 def test_a_misread_recipe_leaves_rows_unexplained():

@@ -1,7 +1,7 @@
 """vLLM's and FlashInfer's real kernels (rmsnorm_tools.vendors: build/peers or RMSNORM_PEERS)
 against the vendors' recipes in PyTorch ops, row by row: every row of every output is the
-recipe's bits, or the recipe's bits with rstd one unit in the last place off (the vendor sums
-the squares in another order). A row that is neither means the recipe misreads the kernel.
+recipe's bits, or the recipe's bits with rstd a few units in the last place off
+(vendor_bits.MAX_ULPS: the vendor sums the squares in another order). A row that is neither means the recipe misreads the kernel.
 Skipped without a GPU or without the vendor libraries."""
 
 import zlib
