@@ -98,6 +98,9 @@ def test_a_reciprocal_is_not_a_division():
     assert bits(q_standalone[0, 1]) == bits(divided)
 
 
-def test_an_unknown_quantizer_is_refused():
+def test_an_unknown_quantizer_or_sum_is_refused():
     with pytest.raises(ValueError, match="quantizer must be one of"):
         quant_contract.quantize(torch.ones(1, 64), E4M3, quantizer="fbgemm")
+    x = torch.ones(1, 64)
+    with pytest.raises(ValueError, match="normalized_sum must be"):
+        reference.contract_fused_add_rms_norm(x, x, normalized_sum="bf16")

@@ -52,6 +52,8 @@ def contract_fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.
     """Returns (y, residual_out, rstd). normalized_sum: "rounded" normalizes residual_out, the
     sum rounded to residual.dtype (HF's unfused add); "fp32" the unrounded sum x + residual
     (vLLM's fused quantized kernels, FlashInfer's fused add), residual_out still rounded."""
+    if normalized_sum not in ("rounded", "fp32"):
+        raise ValueError(f"normalized_sum must be 'rounded' or 'fp32', got {normalized_sum!r}")
     residual_out = residual_add(x, residual)
     if normalized_sum == "rounded":
         v = residual_out.to(acc_dtype(residual.dtype))
