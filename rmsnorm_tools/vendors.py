@@ -26,8 +26,9 @@ def peers_dir():
     return os.environ.get("RMSNORM_PEERS") or os.path.join(ROOT, "build", "peers")
 
 
-def _load(sub, names):
-    """The first of `names` in peers_dir()/sub that loads, or (None, why)."""
+def _load(sub, names, what, signatures):
+    """The first of `names` in peers_dir()/sub that loads, its entry points in `signatures`
+    typed (each returns an int status); FileNotFoundError naming `what` if none loads."""
     errors = []
     for name in names:
         path = os.path.join(peers_dir(), sub, name)
@@ -35,10 +36,15 @@ def _load(sub, names):
             errors.append(f"no {path}")
             continue
         try:
-            return ctypes.CDLL(path), None
+            lib = ctypes.CDLL(path)
         except OSError as e:
             errors.append(f"{path}: {e}")
-    return None, "; ".join(errors)
+            continue
+        for fn_name, argtypes in signatures.items():
+            fn = getattr(lib, fn_name)
+            fn.argtypes, fn.restype = argtypes, _INT
+        return lib
+    raise FileNotFoundError(f"{what}: {'; '.join(errors)}")
 
 
 def _stream():
@@ -72,12 +78,8 @@ class Vllm:
     }
 
     def __init__(self):
-        lib, why = _load("vllm", ("libvllm_norm.so", "libvllm_norm_cudart_shared.so"))
-        if lib is None:
-            raise FileNotFoundError(f"vLLM's kernels: {why}")
-        for name, argtypes in self._SIGNATURES.items():
-            fn = getattr(lib, name)
-            fn.argtypes, fn.restype = argtypes, _INT
+        lib = _load("vllm", ("libvllm_norm.so", "libvllm_norm_cudart_shared.so"),
+                    "vLLM's kernels", self._SIGNATURES)
         lib.vllm_error_string.argtypes, lib.vllm_error_string.restype = [_INT], ctypes.c_char_p
         lib.vllm_last_error_message.restype = ctypes.c_char_p
         lib.vllm_build_info.restype = ctypes.c_char_p
@@ -147,12 +149,8 @@ class FlashInfer:
         "fi_gemma_fused_add_rmsnorm_bf16")}
 
     def __init__(self):
-        lib, why = _load("flashinfer", ("libfi_norm.so", "libfi_norm_cudart_shared.so"))
-        if lib is None:
-            raise FileNotFoundError(f"FlashInfer's kernels: {why}")
-        for name, argtypes in self._SIGNATURES.items():
-            fn = getattr(lib, name)
-            fn.argtypes, fn.restype = argtypes, _INT
+        lib = _load("flashinfer", ("libfi_norm.so", "libfi_norm_cudart_shared.so"),
+                    "FlashInfer's kernels", self._SIGNATURES)
         lib.fi_error_string.argtypes, lib.fi_error_string.restype = [_INT], ctypes.c_char_p
         lib.fi_build_info.restype = ctypes.c_char_p
         self.lib = lib
