@@ -226,12 +226,13 @@ def _signature(spec, arch):
                         SCALE="*fp32", SCALE_UB="*fp32", UNQ=t)
         consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
                       HAS_RESIDUAL=spec.op == "add", VEC=row_vec, QUANT=spec.quant,
-                      Q_DTYPE=getattr(tl, q_dtype), GROUP_SIZE=spec.group)
+                      Q_DTYPE=getattr(tl, q_dtype), GROUP_SIZE=spec.group,
+                      NORMALIZE_FP32_SUM=False, QUANTIZER_FUSED=False)
     else:
         kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
         pointers = dict(X=t, RESIDUAL=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
         consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
-                      HAS_RESIDUAL=spec.op == "add", VEC=row_vec)
+                      HAS_RESIDUAL=spec.op == "add", VEC=row_vec, NORMALIZE_FP32_SUM=False)
     types = {}
     for name in kernel.arg_names:
         if name in consts:

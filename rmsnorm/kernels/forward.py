@@ -144,6 +144,7 @@ def fwd_tile_kernel(
     HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
+    NORMALIZE_FP32_SUM: tl.constexpr = False,
 ):
     _tile_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, Y, Y, Y,
                M, N, H, rstd_rows,
@@ -151,7 +152,7 @@ def fwd_tile_kernel(
                0, 0, 0, 0, 0, eps, offset,
                BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
                TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL, VEC,
-               q.NONE, Y.dtype.element_ty, 0)
+               q.NONE, Y.dtype.element_ty, 0, NORMALIZE_FP32_SUM, False)
 
 
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows", "ss_row", "ss_col", "store_unq", "has_ub",
@@ -167,6 +168,7 @@ def fwd_quant_tile_kernel(
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
     QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
+    NORMALIZE_FP32_SUM: tl.constexpr = False, QUANTIZER_FUSED: tl.constexpr = False,
 ):
     """The tile forward with y quantized: Y holds Q_DTYPE values (their bits as uint8 for
     fp8 under the interpreter); UNQ, of y's dtype and Y's strides, takes the unquantized y
@@ -180,7 +182,7 @@ def fwd_quant_tile_kernel(
                ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
                BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
                TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL, VEC,
-               QUANT, Q_DTYPE, GROUP_SIZE)
+               QUANT, Q_DTYPE, GROUP_SIZE, NORMALIZE_FP32_SUM, QUANTIZER_FUSED)
 
 
 @triton.jit
@@ -195,6 +197,7 @@ def _tile_rows(
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
     QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
+    NORMALIZE_FP32_SUM: tl.constexpr, QUANTIZER_FUSED: tl.constexpr,
 ):
     # The row is held as CHUNKS tiles of BLOCK_N columns (a tuple of tensors): a width that
     # is not a power of two, such as 3 x 2048, then needs no tile of the next power of two
@@ -243,12 +246,19 @@ def _tile_rows(
                                          TWO_LEVEL)[:, None] + c
                 residual = tl.load(RESIDUAL + residual_at, mask=mask, other=0.0,
                                    eviction_policy="evict_first")
-                residual_out = round_pairs(v + widen(residual, ACC, PAIRS),
-                                           RESIDUAL_OUT.dtype.element_ty, SOFT_BF16, PAIRS)
+                total = v + widen(residual, ACC, PAIRS)
+                residual_out = round_pairs(total, RESIDUAL_OUT.dtype.element_ty, SOFT_BF16,
+                                           PAIRS)
                 residual_out_at = _row_start(rows, H, sresidual_out_o, sresidual_out_i,
                                              TWO_LEVEL)[:, None] + c
                 tl.store(RESIDUAL_OUT + residual_out_at, residual_out, mask=mask)
-                v = widen(residual_out, ACC, PAIRS)
+                if NORMALIZE_FP32_SUM:
+                    # vLLM's fused quantized kernels and FlashInfer's fused add normalize the
+                    # sum before its rounding; the row is then held in fp32.
+                    tl.static_assert(not KEEP_STORED)
+                    v = total
+                else:
+                    v = widen(residual_out, ACC, PAIRS)
                 kept = residual_out
             # Squares summed chunk by chunk, element by element, then across the tile: one
             # order for every row of a width.
@@ -273,8 +283,9 @@ def _tile_rows(
                 amax = tl.maximum(amax, tl.max(q.abs_for_max(y, SOFT_BF16), axis=1))
                 ys = ys + (y,)
             amax = amax.to(tl.float32)
-            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE, SOFT_BF16)
-            row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE)
+            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE, SOFT_BF16,
+                                      QUANTIZER_FUSED)
+            row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE, QUANTIZER_FUSED)
             tl.store(SCALE + rows * ss_row, row_scale, mask=row_mask)
         for k in tl.static_range(CHUNKS):
             c = (k * BLOCK_N + cols)[None, :]
@@ -294,11 +305,11 @@ def _tile_rows(
                                      True)
                 elif QUANT == q.TOKEN:
                     out = q.quantize(yf, row_scale[:, None], row_inverse[:, None], QUANT, Q_DTYPE,
-                                     SOFT_BF16, has_ub)
+                                     SOFT_BF16, has_ub, QUANTIZER_FUSED)
                 else:
                     out = _quantize_groups(yf, rows, row_mask, k * BLOCK_N, N, SCALE, ss_row,
                                            ss_col, ROWS, BLOCK_N, GROUP_SIZE, Q_DTYPE,
-                                           ue8m0, SOFT_BF16)
+                                           ue8m0, SOFT_BF16, QUANTIZER_FUSED)
                 tl.store(Y + y_row + c, out, mask=mask)
 
 
@@ -332,18 +343,20 @@ def _weight_at(W, c, N, offset, HAS_W: tl.constexpr, ACC: tl.constexpr,
 @triton.jit
 def _quantize_groups(yf, rows, row_mask, col0, N, SCALE, ss_row, ss_col,
                      ROWS: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_SIZE: tl.constexpr,
-                     Q_DTYPE: tl.constexpr, ue8m0, SOFT: tl.constexpr):
+                     Q_DTYPE: tl.constexpr, ue8m0, SOFT: tl.constexpr,
+                     FUSED: tl.constexpr = False):
     """A (ROWS, BLOCK_N) tile of y starting at column col0, quantized per GROUP_SIZE columns;
     the groups' scales are stored."""
     tl.static_assert(BLOCK_N % GROUP_SIZE == 0)
     GROUPS: tl.constexpr = BLOCK_N // GROUP_SIZE
     g = tl.reshape(yf, (ROWS, GROUPS, GROUP_SIZE))
-    s = q.group_scale(tl.max(q.abs_for_max(g, SOFT), axis=2), Q_DTYPE, ue8m0)
+    s = q.group_scale(tl.max(q.abs_for_max(g, SOFT), axis=2), Q_DTYPE, ue8m0, FUSED)
     first = col0 // GROUP_SIZE + tl.arange(0, GROUPS)
     at = rows[:, None] * ss_row + first[None, :] * ss_col
     tl.store(SCALE + at, s, mask=row_mask[:, None] & (first * GROUP_SIZE < N)[None, :])
     inverse = tl.math.div_rn(1.0, s)
-    out = q.quantize(g, s[:, :, None], inverse[:, :, None], q.GROUP, Q_DTYPE, SOFT, False)
+    out = q.quantize(g, s[:, :, None], inverse[:, :, None], q.GROUP, Q_DTYPE, SOFT, False,
+                     FUSED)
     return tl.reshape(out, (ROWS, BLOCK_N))
 
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows"])
@@ -357,6 +370,7 @@ def fwd_loop_kernel(
     HAS_RESIDUAL: tl.constexpr, HAS_W: tl.constexpr,
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
+    NORMALIZE_FP32_SUM: tl.constexpr = False,
 ):
     _loop_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, Y, Y, Y,
                M, N, H, rstd_rows,
@@ -364,7 +378,7 @@ def fwd_loop_kernel(
                0, 0, 0, 0, 0, eps, offset,
                BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
                TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL, VEC,
-               q.NONE, Y.dtype.element_ty, 0)
+               q.NONE, Y.dtype.element_ty, 0, NORMALIZE_FP32_SUM, False)
 
 
 @triton.jit(do_not_specialize=["M", "H", "rstd_rows", "ss_row", "ss_col", "store_unq", "has_ub",
@@ -380,6 +394,7 @@ def fwd_quant_loop_kernel(
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
     QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
+    NORMALIZE_FP32_SUM: tl.constexpr = False, QUANTIZER_FUSED: tl.constexpr = False,
 ):
     """The looped forward with y quantized (arguments as fwd_quant_tile_kernel's)."""
     _loop_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, SCALE, SCALE_UB, UNQ,
@@ -388,7 +403,7 @@ def fwd_quant_loop_kernel(
                ss_row, ss_col, store_unq, has_ub, ue8m0, eps, offset,
                BLOCK_N, ROWS, NUM_STAGES, W_RESIDENT, CHUNKS, KEEP_STORED, HAS_RESIDUAL, HAS_W,
                TWO_LEVEL, LLAMA, ACC, SOFT_BF16, PDL, VEC,
-               QUANT, Q_DTYPE, GROUP_SIZE)
+               QUANT, Q_DTYPE, GROUP_SIZE, NORMALIZE_FP32_SUM, QUANTIZER_FUSED)
 
 
 @triton.jit
@@ -403,6 +418,7 @@ def _loop_rows(
     TWO_LEVEL: tl.constexpr, LLAMA: tl.constexpr, ACC: tl.constexpr,
     SOFT_BF16: tl.constexpr, PDL: tl.constexpr, VEC: tl.constexpr,
     QUANT: tl.constexpr, Q_DTYPE: tl.constexpr, GROUP_SIZE: tl.constexpr,
+    NORMALIZE_FP32_SUM: tl.constexpr, QUANTIZER_FUSED: tl.constexpr,
 ):
     # ROWS, W_RESIDENT, CHUNKS and KEEP_STORED are part of the shared signature; this path
     # owns one row at a time, walks it in tiles and streams the weight with the row.
@@ -434,6 +450,7 @@ def _loop_rows(
         else:
             norm_dtype: tl.constexpr = X.dtype.element_ty
             src_row = x_row
+            residual_row = x_row
 
         # Pass 1: sum of squares, tile by tile (and the residual sum, written once).
         sum_sq = tl.cast(0.0, ACC)
@@ -444,10 +461,17 @@ def _loop_rows(
             if HAS_RESIDUAL:
                 residual = tl.load(residual_row + c, mask=m, other=0.0,
                                    eviction_policy="evict_first")
-                residual_out = round_to(v + residual.to(ACC), RESIDUAL_OUT.dtype.element_ty,
-                                        SOFT_BF16)
-                tl.store(residual_out_row + c, residual_out, mask=m, eviction_policy="evict_last")
-                v = residual_out.to(ACC)
+                if NORMALIZE_FP32_SUM:
+                    # The unrounded sum is normalized: the passes below add it again from x
+                    # and the residual, and the last one writes its rounding (after its
+                    # reads: the residual may be updated in place).
+                    v = v + residual.to(ACC)
+                else:
+                    residual_out = round_to(v + residual.to(ACC),
+                                            RESIDUAL_OUT.dtype.element_ty, SOFT_BF16)
+                    tl.store(residual_out_row + c, residual_out, mask=m,
+                             eviction_policy="evict_last")
+                    v = residual_out.to(ACC)
             sum_sq += _tile_sumsq(v)
         rstd = _inv_rms(sum_sq, N, eps, ACC)
         tl.store(RSTD + row, rstd, mask=row < rstd_rows)
@@ -459,13 +483,15 @@ def _loop_rows(
             for i in tl.range(0, last + 1, num_stages=NUM_STAGES):
                 c = (last - i) * BLOCK_N + cols
                 m = c < N
-                v = tl.load(src_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(ACC)
+                v = _norm_input(x_row, residual_row, src_row, c, m, "evict_last", HAS_RESIDUAL,
+                                NORMALIZE_FP32_SUM, ACC)
                 y = round_to(_scale(v, rstd, _weight_at(W, c, N, offset, HAS_W, ACC), norm_dtype,
                                     HAS_W, LLAMA, SOFT_BF16), y_dtype, SOFT_BF16)
                 amax = tl.maximum(amax, tl.max(q.abs_for_max(y.to(tl.float32), SOFT_BF16),
                                                      axis=0))
-            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE, SOFT_BF16)
-            row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE)
+            row_scale = q.token_scale(amax, SCALE_UB, has_ub, Q_DTYPE, SOFT_BF16,
+                                      QUANTIZER_FUSED)
+            row_inverse = q.token_inverse(amax, row_scale, Q_DTYPE, QUANTIZER_FUSED)
             tl.store(SCALE + row * ss_row, row_scale)
 
         # Pass 2: re-read the row and normalize, last tile first: the tiles pass 1 read last
@@ -473,7 +499,11 @@ def _loop_rows(
         for i in tl.range(0, last + 1, num_stages=NUM_STAGES):
             c = (last - i) * BLOCK_N + cols
             m = c < N
-            v = tl.load(src_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(ACC)
+            v = _norm_input(x_row, residual_row, src_row, c, m, "evict_first", HAS_RESIDUAL,
+                            NORMALIZE_FP32_SUM, ACC)
+            if HAS_RESIDUAL and NORMALIZE_FP32_SUM:
+                tl.store(residual_out_row + c, round_to(v, RESIDUAL_OUT.dtype.element_ty,
+                                                        SOFT_BF16), mask=m)
             y = round_to(_scale(v, rstd, _weight_at(W, c, N, offset, HAS_W, ACC), norm_dtype,
                                 HAS_W, LLAMA, SOFT_BF16), y_dtype, SOFT_BF16)
             if QUANT == q.NONE:
@@ -486,12 +516,26 @@ def _loop_rows(
                                      True)
                 elif QUANT == q.TOKEN:
                     out = q.quantize(yf, row_scale, row_inverse, QUANT, Q_DTYPE, SOFT_BF16,
-                                     has_ub)
+                                     has_ub, QUANTIZER_FUSED)
                 else:
                     out = tl.reshape(
                         _quantize_groups(yf[None, :], row + tl.zeros((1,), tl.int64),
                                          row + tl.zeros((1,), tl.int64) < M,
                                          (last - i) * BLOCK_N, N, SCALE, ss_row, ss_col, 1,
-                                         BLOCK_N, GROUP_SIZE, Q_DTYPE, ue8m0, SOFT_BF16),
+                                         BLOCK_N, GROUP_SIZE, Q_DTYPE, ue8m0, SOFT_BF16,
+                                         QUANTIZER_FUSED),
                         (BLOCK_N,))
                 tl.store(Y + y_at + c, out, mask=m)
+
+
+@triton.jit
+def _norm_input(x_row, residual_row, src_row, c, m, POLICY: tl.constexpr,
+                HAS_RESIDUAL: tl.constexpr, NORMALIZE_FP32_SUM: tl.constexpr, ACC: tl.constexpr):
+    """A looped row's tile as normalized, read again: x, the rounded sum (src_row), or the
+    unrounded sum of x and the residual."""
+    if HAS_RESIDUAL and NORMALIZE_FP32_SUM:
+        v = tl.load(x_row + c, mask=m, other=0.0, eviction_policy=POLICY).to(ACC)
+        return v + tl.load(residual_row + c, mask=m, other=0.0,
+                           eviction_policy=POLICY).to(ACC)
+    else:
+        return tl.load(src_row + c, mask=m, other=0.0, eviction_policy=POLICY).to(ACC)

@@ -50,10 +50,12 @@ def abs_for_max(y, SOFT: tl.constexpr):
 
 
 @triton.jit
-def token_scale(amax, SCALE_UB, has_ub, Q_DTYPE: tl.constexpr, SOFT: tl.constexpr):
+def token_scale(amax, SCALE_UB, has_ub, Q_DTYPE: tl.constexpr, SOFT: tl.constexpr,
+                FUSED: tl.constexpr = False):
     """A row's dequantization scale from its max |y|: min(amax, scale_ub) / qmax (scale_ub
     read when has_ub; a NaN bound bounds nothing, as vLLM's fminf takes it), floored at
-    1 / (qmax * 512) for fp8; int8 has neither (an all-zero row gets scale 0)."""
+    1 / (qmax * 512) for fp8; int8 has neither (an all-zero row gets scale 0), except with
+    FUSED (vLLM's fused norm-quant kernels), which floor it at FLT_EPSILON."""
     qmax = quant_max(Q_DTYPE)
     if Q_DTYPE != tl.int8:
         ub = tl.load(SCALE_UB, mask=has_ub != 0, other=float("inf"))
@@ -65,25 +67,36 @@ def token_scale(amax, SCALE_UB, has_ub, Q_DTYPE: tl.constexpr, SOFT: tl.constexp
     s = tl.math.div_rn(amax, qmax)
     if Q_DTYPE != tl.int8:
         s = tl.maximum(s, tl.math.div_rn(1.0, qmax * 512.0))
+    elif FUSED:
+        s = tl.maximum(s, 1.1920928955078125e-07)
     return s
 
 
 @triton.jit
-def token_inverse(amax, scale, Q_DTYPE: tl.constexpr):
+def token_inverse(amax, scale, Q_DTYPE: tl.constexpr, FUSED: tl.constexpr = False):
     """What a row's y is multiplied by: int8, 127 / amax (0 for an all-zero row), as vLLM
-    quantizes rows; fp8, 1 / scale, the reciprocal its division (divide) starts from."""
-    if Q_DTYPE == tl.int8:
+    quantizes rows, or 1 / scale with FUSED; fp8, 1 / scale, the reciprocal its division
+    (divide) starts from."""
+    if Q_DTYPE == tl.int8 and not FUSED:
         return tl.where(amax == 0.0, 0.0, tl.math.div_rn(127.0, amax))
     else:
         return tl.math.div_rn(1.0, scale)
 
 
 @triton.jit
-def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0):
-    """A group's dequantization scale: max(amax, 1e-10) / qmax; with ue8m0 floored at 1e-10
-    and rounded up to a power of two, on the bits (exact where exp2(ceil(log2(s))) in fp32
-    is not)."""
-    s = tl.math.div_rn(tl.maximum(amax, 1e-10), quant_max(Q_DTYPE))
+def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0, FUSED: tl.constexpr = False):
+    """A group's dequantization scale: max(amax, 1e-10) / qmax, or with FUSED (vLLM's fused
+    norm-quant kernels) max(amax / qmax, floor), floor 1 / (qmax * 512) for fp8 and
+    FLT_EPSILON for int8; with ue8m0 floored at 1e-10 and rounded up to a power of two, on
+    the bits (exact where exp2(ceil(log2(s))) in fp32 is not)."""
+    qmax = quant_max(Q_DTYPE)
+    if FUSED:
+        if Q_DTYPE == tl.int8:
+            s = tl.maximum(tl.math.div_rn(amax, qmax), 1.1920928955078125e-07)
+        else:
+            s = tl.maximum(tl.math.div_rn(amax, qmax), tl.math.div_rn(1.0, qmax * 512.0))
+    else:
+        s = tl.math.div_rn(tl.maximum(amax, 1e-10), qmax)
     bits = tl.maximum(s, 1e-10).to(tl.uint32, bitcast=True)
     up = tl.where((bits & 0x7FFFFF) != 0, (bits & 0x7F800000) + 0x800000, bits)
     return tl.where(ue8m0 != 0, up.to(tl.float32, bitcast=True), s)
@@ -128,14 +141,18 @@ def _divide_as(yf, scale, inverse, may_overflow, SOFT: tl.constexpr):
 
 @triton.jit
 def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
-             SOFT: tl.constexpr, may_overflow):
+             SOFT: tl.constexpr, may_overflow, FUSED: tl.constexpr = False):
     """fp32 y in the format, as stored: Q_DTYPE, or under the interpreter (SOFT) an fp8
     value's bits as uint8. y is divided by `scale` (fp8 rows and groups, int8 static and
     groups; `inverse` is 1 / scale) or multiplied by `inverse` (fp8 static: 1 / scale; int8
     rows: 127 / amax), as vLLM does in each mode. may_overflow (a constexpr or a run-time
-    flag): y / scale may exceed fp32 (divide's OVERFLOWS)."""
+    flag): y / scale may exceed fp32 (divide's OVERFLOWS). FUSED: vLLM's fused norm-quant
+    kernels' formulas, which multiply groups by 1 / scale and quantize a group's NaN as a
+    row's (+qmax for fp8, 0 for int8)."""
     int8: tl.constexpr = Q_DTYPE == tl.int8
-    if (QUANT == _STATIC and not int8) or (QUANT == _TOKEN and int8):
+    GROUP_CLAMPS: tl.constexpr = QUANT == _GROUP and not FUSED
+    if (QUANT == _STATIC and not int8) or (QUANT == _TOKEN and int8) or \
+            (QUANT == _GROUP and FUSED):
         v = yf * inverse
     else:
         v = _divide_as(yf, scale, inverse, may_overflow, SOFT)
@@ -150,7 +167,7 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
     # interpreter's keep them, so there NaNs are placed by hand. e4m3 exists on the GPU only
     # where Triton converts to it with cvt.rn.satfinite (sm_89 on): that conversion saturates
     # every finite value and infinity, so one clamp, the one that places NaN, is enough.
-    if QUANT == _GROUP:
+    if GROUP_CLAMPS:
         nan_out = qmin
     elif int8:
         nan_out = 0.0
@@ -159,11 +176,11 @@ def quantize(yf, scale, inverse, QUANT: tl.constexpr, Q_DTYPE: tl.constexpr,
     if SOFT:
         v = tl.where(v != v, nan_out, tl.where(v > qmax, qmax, tl.where(v < qmin, qmin, v)))
     elif Q_DTYPE == tl.float8e4nv:
-        if QUANT == _GROUP:
+        if GROUP_CLAMPS:
             v = tl.maximum(v, qmin)
         else:
             v = tl.minimum(v, qmax)
-    elif QUANT == _GROUP:
+    elif GROUP_CLAMPS:
         v = tl.minimum(tl.maximum(v, qmin), qmax)
     elif int8:
         v = tl.where(v != v, 0.0, tl.maximum(tl.minimum(v, qmax), qmin))

@@ -3,6 +3,7 @@ forward and backward kernels. rmsnorm.pytorch.functional (the public API) and
 rmsnorm.pytorch.autograd call it."""
 
 import contextlib
+import dataclasses
 import functools
 
 import torch
@@ -32,11 +33,12 @@ INTERPRETER_PROGRAMS = 2
 
 
 def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", residual=None,
-            inplace=False, out=None, residual_out=None, return_rstd=False, launch=None):
+            inplace=False, out=None, residual_out=None, return_rstd=False, launch=None,
+            normalized_sum="rounded"):
     """Shared forward: returns (y, residual_out or None, rstd or None).
 
     The sum of the fused add goes to `residual_out` when given, to `residual` itself with
-    inplace=True, else to a new tensor. rstd (one fp32 value per row, fp64 for float64 input,
+    inplace=True, else to a new tensor; normalized_sum "fp32" normalizes it unrounded. rstd (one fp32 value per row, fp64 for float64 input,
     shape x.shape[:-1]) is what the backward pass reuses. `launch` (a configs.Launch)
     replaces the table's choice; the tuning sweep uses it.
     """
@@ -57,6 +59,7 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
                              "residual or None")
         inplace = residual_out is residual
     v.check_scalars(eps, offset, casting_mode, weight)
+    v.check_normalized_sum(normalized_sum, fused)
     v.check_float64_not_mixed(x=x, residual=residual, weight=weight)
 
     norm_dtype = residual.dtype if fused else x.dtype
@@ -87,9 +90,11 @@ def forward(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", resid
     if x.numel() == 0:
         return y, residual_out, rstd
     if device.type == "cpu" and not INTERPRETED:
-        _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd)
+        _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd,
+                        normalized_sum)
         return y, residual_out, rstd
-    _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd, launch)
+    _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd, launch,
+            fp32_sum=normalized_sum == "fp32")
     return y, residual_out, rstd
 
 
@@ -131,14 +136,16 @@ def alloc(shape, dtype, device):
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd):
+def _forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd,
+                    normalized_sum="rounded"):
     """CPU without the interpreter: DESIGN.md's contract in PyTorch ops."""
     if residual is None:
         y_ref, r = contract.contract_rms_norm(x, weight, eps, offset=offset,
                                                casting_mode=casting_mode)
     else:
         y_ref, residual_out_ref, r = contract.contract_fused_add_rms_norm(
-            x, residual, weight, eps, offset=offset, casting_mode=casting_mode)
+            x, residual, weight, eps, offset=offset, casting_mode=casting_mode,
+            normalized_sum=normalized_sum)
         residual_out.copy_(residual_out_ref)
     y.copy_(y_ref)
     if rstd is not None:
@@ -164,9 +171,10 @@ def _staged(t):
 
 
 def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rstd, launch,
-            quant=None):
+            quant=None, fp32_sum=False):
     """quant: the quantized epilogue's arguments (rmsnorm.launch.quant.Epilogue), whose
-    outputs (y among them) are the launcher's own contiguous allocations."""
+    outputs (y among them) are the launcher's own contiguous allocations. fp32_sum: the fused
+    add normalizes its unrounded sum (normalized_sum="fp32")."""
     fused = residual is not None
     inplace = fused and residual is residual_out
     x = _readable(x)
@@ -181,10 +189,12 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
             _table_dtype(x, residual))
     else:
         _check_launch(launch, x.shape[-1], "fwd")
+    if fp32_sum:
+        launch = fp32_sum_launch(launch, x, residual, weight)
     spec = _launch_spec(x.shape, x.device, _meta(x), _meta(residual), _meta(y), _meta(residual_out),
                         None if weight is None else weight.dtype, rstd is not None,
                         casting_mode, launch, quant and quant.flags,
-                        quant and quant.unquantized.dtype)
+                        quant and quant.unquantized.dtype, fp32_sum)
     if spec is None or not spec[2] or not _aligned(x, residual, weight, y, residual_out):
         # Not the kernel the same data laid out contiguously would run (more than two
         # levels of row strides, a pointer off 16 bytes, a row stride that Triton
@@ -198,7 +208,7 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
             residual_out_c = None if residual_out is None else \
                 alloc(residual_out.shape, residual_out.dtype, residual_out.device)
         _launch(_staged(x), residual_out_c if inplace else _staged(residual), _staged(weight), eps,
-                offset, casting_mode, y_c, residual_out_c, rstd, launch, quant)
+                offset, casting_mode, y_c, residual_out_c, rstd, launch, quant, fp32_sum)
         if y_c is not y:
             y.copy_(y_c)
         if fused:
@@ -212,8 +222,9 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
                      *quant.pointers(y), *sizes, *quant.scalars(sizes[0]), float(eps),
                      float(offset))
         return
-    if launch.path == "split" or (launch.path == "loop" and
-                                  sizes[0] < _split_below(x.device, fused)):
+    # The split forward normalizes the rounded sum it wrote: the unrounded one takes the loop.
+    if not fp32_sum and (launch.path == "split" or (launch.path == "loop" and
+                                                    sizes[0] < _split_below(x.device, fused))):
         _split_forward(x, residual, weight, y, residual_out, rstd, sizes, eps, offset, casting_mode,
                        launch, prepared.constexprs["TWO_LEVEL"])
         return
@@ -221,6 +232,24 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
         prepared(x, residual if fused else x, weight if weight is not None else x, y,
                  residual_out if fused else y, rstd if rstd is not None else y,
                  *sizes, float(eps), float(offset))
+
+
+def fp32_sum_launch(launch, x, residual, weight):
+    """The launch that normalizes the fused add's unrounded sum for x's rows: the sum is
+    held in fp32, so a tile kept in its storage dtype (keep_stored) becomes an fp32 tile
+    where one that wide fits the registers, else the table's looped launch; the split
+    forward becomes the looped one (it normalizes the sum it wrote)."""
+    elem = max(x.element_size(), residual.element_size())
+    if launch.path == "tile" and launch.keep_stored:
+        if launch.block_n * launch.chunks <= configs.widest_tile(elem):
+            return dataclasses.replace(launch, keep_stored=False)
+        launch = configs.forward_launch(
+            configs.widest_tile(elem, keep_stored=True) + 1, elem, True,
+            weight.element_size() if weight is not None else 0, _arch(x.device),
+            _table_dtype(x, residual))
+    if launch.path == "split":
+        launch = dataclasses.replace(launch, path="loop")
+    return launch
 
 
 def _check_launch(launch, n, op):
@@ -308,7 +337,8 @@ def _row_vector(dtypes):
 
 @functools.lru_cache(maxsize=4096)
 def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta, w_dtype,
-                 has_rstd, casting_mode, launch, quant_flags=None, unquantized_dtype=None):
+                 has_rstd, casting_mode, launch, quant_flags=None, unquantized_dtype=None,
+                 fp32_sum=False):
     """(prepared kernel, sizes and strides, whether the strides are the contiguous twin's
     kind: _as_twin) for one call signature, or None when the rows need more than two levels
     of strides. quant_flags: the quantized epilogue's constexprs, as (name, value) pairs;
@@ -335,7 +365,7 @@ def _launch_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
                  KEEP_STORED=launch.keep_stored, HAS_RESIDUAL=fused, HAS_W=w_dtype is not None,
                  TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
                  ACC=_acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=_pdl(device),
-                 VEC=_row_vector(row_dtypes))
+                 VEC=_row_vector(row_dtypes), NORMALIZE_FP32_SUM=fp32_sum)
     if quant_flags:
         flags.update(quant_flags)
         kernel = fwd_quant_tile_kernel if launch.path == "tile" else fwd_quant_loop_kernel

@@ -101,11 +101,12 @@ def scales_like(x, groups, transposed, alloc):
 def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", residual=None,
                   inplace=False, quant_dtype=torch.float8_e4m3fn, scale=None, group_size=None,
                   scale_ub=None, ue8m0=False, transposed_scales=False, return_unquantized=False,
-                  launch=None):
+                  launch=None, normalized_sum="rounded", quantizer="vllm"):
     """(out, scales, residual_out, unquantized): the forward's y (rms_norm's, or the fused
     add's) quantized. scales is `scale` itself for static quantization; residual_out None
     without a residual; unquantized (y itself) None unless return_unquantized. `launch` (a
-    configs.Launch, tile or loop) replaces the table's choice, as in ops.forward."""
+    configs.Launch, tile or loop) replaces the table's choice, as in ops.forward;
+    normalized_sum as there; quantizer: whose formulas (quant_contract.quantize's)."""
     v.check_x(x)
     check(x, quant_dtype, scale, group_size, scale_ub, ue8m0, transposed_scales)
     device, n = x.device, x.shape[-1]
@@ -119,6 +120,8 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
     elif inplace:
         raise ValueError("inplace=True needs a residual tensor to update")
     v.check_scalars(eps, offset, casting_mode, weight)
+    v.check_normalized_sum(normalized_sum, fused)
+    v.check_quantizer(quantizer)
     if weight is not None and weight.dtype not in INPUT_DTYPES:
         raise TypeError(f"weight has dtype {weight.dtype}; the quantized forward takes "
                         "float32, float16 and bfloat16")
@@ -145,7 +148,8 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
         return out, scales, residual_out, unquantized
     if device.type == "cpu" and not ops.INTERPRETED:
         _recipe(x, residual, weight, eps, offset, casting_mode, quant_dtype, scale, group_size,
-                scale_ub, ue8m0, y_dtype, out, scales, residual_out, unquantized)
+                scale_ub, ue8m0, y_dtype, out, scales, residual_out, unquantized,
+                normalized_sum, quantizer)
         return out, scales, residual_out, unquantized
 
     rows = x.numel() // n
@@ -155,7 +159,7 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
                                   "groups put offsets past 2^31: not supported")
     soft_fp8 = ops.INTERPRETED and quant_dtype != torch.int8
     flags = (("QUANT", how), ("Q_DTYPE", TRITON_DTYPES[quant_dtype]),
-             ("GROUP_SIZE", group_size or 0))
+             ("GROUP_SIZE", group_size or 0), ("QUANTIZER_FUSED", quantizer == "vllm_fused"))
     epilogue = Epilogue(flags, scales, scale_ub, unquantized, groups, transposed_scales, ue8m0)
     launch = _launch_for(x, residual, weight, how, group_size, fused, launch)
     # y's place in the forward: out (its bits as uint8 where the interpreter has no fp8).
@@ -166,7 +170,7 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
         epilogue = dataclasses.replace(epilogue, unquantized=ops.alloc((1,), y_dtype, device),
                                        stores_unquantized=False)
     ops._launch(x, residual, weight, eps, offset, casting_mode, y,
-                residual_out, None, launch, epilogue)
+                residual_out, None, launch, epilogue, normalized_sum == "fp32")
     return out, scales, residual_out, unquantized
 
 
@@ -193,13 +197,15 @@ def _launch_for(x, residual, weight, how, group_size, fused, launch):
 
 
 def _recipe(x, residual, weight, eps, offset, casting_mode, quant_dtype, scale, group_size,
-            scale_ub, ue8m0, y_dtype, out, scales, residual_out, unquantized):
+            scale_ub, ue8m0, y_dtype, out, scales, residual_out, unquantized, normalized_sum,
+            quantizer):
     """CPU without the interpreter: the forward's recipe (ops._forward_recipe), then the
     quantizer's."""
     y = unquantized if unquantized is not None else ops.alloc(x.shape, y_dtype, x.device)
-    ops._forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, None)
+    ops._forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, None,
+                        normalized_sum)
     qv, s = quant_contract.quantize(y, quant_dtype, scale=scale, group_size=group_size,
-                                    scale_ub=scale_ub, use_ue8m0=ue8m0)
+                                    scale_ub=scale_ub, use_ue8m0=ue8m0, quantizer=quantizer)
     out.copy_(qv)
     if scale is None:
         scales.copy_(s)

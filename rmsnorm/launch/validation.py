@@ -6,6 +6,7 @@ import numbers
 import torch
 
 from rmsnorm.launch import aliasing
+from rmsnorm.launch.quant_contract import QUANTIZERS
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 CASTING_MODES = ("llama", "gemma")
@@ -167,3 +168,29 @@ def check_disjoint(out_name, out, in_name, t, why=""):
             why += (f" (their memory ranges overlap, and views of more than "
                     f"{aliasing.MAX_RUNS} rows are not compared element by element)")
         raise ValueError(f"{out_name} overlaps {in_name}{why}")
+
+
+NORMALIZED_SUMS = ("rounded", "fp32")
+
+
+def check_normalized_sum(normalized_sum, fused):
+    """What the fused add normalizes: "rounded", the sum as written (rounded to the
+    residual's dtype), or "fp32", the unrounded sum. Without a residual there is no sum."""
+    if type(normalized_sum) is not str:
+        raise TypeError(f"normalized_sum must be a str, one of {NORMALIZED_SUMS}, got "
+                        f"{type(normalized_sum).__name__}")
+    if normalized_sum not in NORMALIZED_SUMS:
+        raise ValueError(f"normalized_sum must be one of {NORMALIZED_SUMS}, got "
+                         f"{normalized_sum!r}")
+    if normalized_sum != "rounded" and not fused:
+        raise ValueError(f"normalized_sum={normalized_sum!r} is the fused add's; it needs a "
+                         "residual tensor")
+
+
+def check_quantizer(quantizer):
+    """Whose formulas the quantized forward follows (quant_contract.QUANTIZERS)."""
+    if type(quantizer) is not str:
+        raise TypeError(f"quantizer must be a str, one of {QUANTIZERS}, got "
+                        f"{type(quantizer).__name__}")
+    if quantizer not in QUANTIZERS:
+        raise ValueError(f"quantizer must be one of {QUANTIZERS}, got {quantizer!r}")
