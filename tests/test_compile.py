@@ -93,10 +93,10 @@ def _opcheck_cases(d):
     rstd = torch.rsqrt(x32.pow(2).mean(-1) + 1e-6)
     return {
         "fwd": ((x32, w32, 1e-6, 0.0, "llama", True), True),
-        "add_fwd": ((x, r, w, 1e-6, 1.0, "gemma", True), True),
-        "add_fwd_inplace": ((x, r.clone(), w, 1e-6, 0.0, "llama"), False),
+        "add_fwd": ((x, r, w, 1e-6, 1.0, "gemma", "rounded", True), True),
+        "add_fwd_inplace": ((x, r.clone(), w, 1e-6, 0.0, "llama", "fp32"), False),
         "fwd_into": ((x, r, w, torch.empty(3, 8, dtype=torch.float32, device=d), r.clone(),
-                      1e-6, 0.0, "llama"), False),
+                      1e-6, 0.0, "llama", "fp32"), False),
         "bwd": ((x32.clone(), x32, w32, rstd, None, 0.0, "llama", True), False),
     }
 

@@ -40,7 +40,7 @@ def add_fn(route, casting_mode, offset):
         return lambda x, r, w: rmsnorm.fused_add_rms_norm(x, r, w, EPS, offset=offset,
                                                           casting_mode=casting_mode)
     return lambda x, r, w: torch.ops.rmsnorm.add_fwd(x, r, w, EPS, offset, casting_mode,
-                                                      True)[:2]
+                                                      "rounded", True)[:2]
 
 
 def leaves(*tensors):

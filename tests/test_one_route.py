@@ -68,7 +68,8 @@ def test_autograd_runs_the_backward_op(device):
 def test_out_under_autograd_is_refused_by_the_op():
     x = torch.randn(4, 8, requires_grad=True)
     with pytest.raises(RuntimeError, match="out= is not differentiable"):
-        torch.ops.rmsnorm.fwd_into(x, None, None, torch.empty(4, 8), None, 1e-6, 0.0, "llama")
+        torch.ops.rmsnorm.fwd_into(x, None, None, torch.empty(4, 8), None, 1e-6, 0.0, "llama",
+                                   "rounded")
 
 
 def test_the_python_launcher_can_serve_every_cuda_call_and_says_so():

@@ -47,14 +47,18 @@ def _opcheck_cases(d):
     w = weight_for(128, torch.bfloat16, d, 1)
     scale, ub = torch.tensor([0.05], device=d), torch.tensor([2.0], device=d)
     return {
-        "static": ("quant_fwd", (x, None, w, scale, None, 1e-6, 0.0, "llama",
-                                 torch.float8_e4m3fn, 0, False, False, False)),
-        "token-add": ("quant_fwd", (x, r, w, None, ub, 1e-6, 0.0, "gemma",
-                                    torch.float8_e5m2, 0, False, False, True)),
+        # ... casting_mode, normalized_sum, quantizer, quant_dtype, group_size, ue8m0,
+        # transposed_scales, return_unquantized
+        "static": ("quant_fwd", (x, None, w, scale, None, 1e-6, 0.0, "llama", "rounded",
+                                 "vllm", torch.float8_e4m3fn, 0, False, False, False)),
+        "token-add": ("quant_fwd", (x, r, w, None, ub, 1e-6, 0.0, "gemma", "fp32",
+                                    "vllm_fused", torch.float8_e5m2, 0, False, False, True)),
         "group-transposed": ("quant_fwd", (x, None, w, None, None, 1e-6, 0.0, "llama",
-                                           torch.int8, 64, False, True, True)),
+                                           "rounded", "vllm_fused", torch.int8, 64, False,
+                                           True, True)),
         "inplace": ("quant_add_fwd_inplace", (x, r.clone(), w, None, None, 1e-6, 0.0, "llama",
-                                              torch.float8_e4m3fn, 128, True, False, False)),
+                                              "fp32", "vllm", torch.float8_e4m3fn, 128, True,
+                                              False, False)),
     }
 
 

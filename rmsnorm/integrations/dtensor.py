@@ -64,11 +64,12 @@ def _fwd_rule(x, weight, eps, offset, casting_mode, return_rstd):
             for p in _row_placements(x)]
 
 
-def _add_fwd_rule(x, residual, weight, eps, offset, casting_mode, return_rstd):
+def _add_fwd_rule(x, residual, weight, eps, offset, casting_mode, normalized_sum, return_rstd):
     check_rows_whole("x", x)
     check_rows_whole("residual", residual)
     w = _replicated(weight)
-    return [([p, p, p if return_rstd else Replicate()], [p, p, w, None, None, None, None])
+    return [([p, p, p if return_rstd else Replicate()],
+             [p, p, w, None, None, None, None, None])
             for p in _row_placements(x)]
 
 

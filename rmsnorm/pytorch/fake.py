@@ -29,7 +29,7 @@ def _fwd(x, weight, eps, offset, casting_mode, return_rstd):
 
 
 @torch.library.register_fake("rmsnorm::add_fwd")
-def _add_fwd(x, residual, weight, eps, offset, casting_mode, return_rstd):
+def _add_fwd(x, residual, weight, eps, offset, casting_mode, normalized_sum, return_rstd):
     _one_device(x, residual=residual, weight=weight)
     y = x.new_empty(x.shape, dtype=contract.output_dtype(residual.dtype, weight, casting_mode))
     residual_out = x.new_empty(x.shape, dtype=residual.dtype)
@@ -37,14 +37,14 @@ def _add_fwd(x, residual, weight, eps, offset, casting_mode, return_rstd):
 
 
 @torch.library.register_fake("rmsnorm::add_fwd_inplace")
-def _add_fwd_inplace(x, residual, weight, eps, offset, casting_mode):
+def _add_fwd_inplace(x, residual, weight, eps, offset, casting_mode, normalized_sum):
     _one_device(x, residual=residual, weight=weight)
     return x.new_empty(x.shape, dtype=contract.output_dtype(residual.dtype, weight,
                                                             casting_mode))
 
 
 @torch.library.register_fake("rmsnorm::fwd_into")
-def _fwd_into(x, residual, weight, y, residual_out, eps, offset, casting_mode):
+def _fwd_into(x, residual, weight, y, residual_out, eps, offset, casting_mode, normalized_sum):
     _one_device(x, residual=residual, weight=weight, out=y, residual_out=residual_out)
     return None
 
@@ -79,8 +79,8 @@ def _scales(x, groups, transposed):
 
 
 @torch.library.register_fake("rmsnorm::quant_fwd")
-def _quant_fwd(x, residual, weight, scale, scale_ub, eps, offset, casting_mode, quant_dtype,
-               group_size, ue8m0, transposed_scales, return_unquantized):
+def _quant_fwd(x, residual, weight, scale, scale_ub, eps, offset, casting_mode, normalized_sum,
+               quantizer, quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized):
     _one_device(x, residual=residual, weight=weight, scale=scale, scale_ub=scale_ub)
     out, scales, unquantized = _quant_outputs(x, residual, weight, scale, casting_mode,
                                               quant_dtype, group_size, transposed_scales,
@@ -92,7 +92,8 @@ def _quant_fwd(x, residual, weight, scale, scale_ub, eps, offset, casting_mode, 
 
 @torch.library.register_fake("rmsnorm::quant_add_fwd_inplace")
 def _quant_add_fwd_inplace(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
-                           quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized):
+                           normalized_sum, quantizer, quant_dtype, group_size, ue8m0,
+                           transposed_scales, return_unquantized):
     _one_device(x, residual=residual, weight=weight, scale=scale, scale_ub=scale_ub)
     return _quant_outputs(x, residual, weight, scale, casting_mode, quant_dtype, group_size,
                           transposed_scales, return_unquantized)

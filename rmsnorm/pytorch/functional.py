@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from rmsnorm.launch import validation
-from rmsnorm.pytorch import native
+from rmsnorm.pytorch import native, recipes
 
 _fwd = native.op("fwd")
 _add_fwd = native.op("add_fwd")
@@ -30,14 +30,20 @@ _fwd_into = native.op("fwd_into")
 _NUMBERS = (float, int)
 
 
-def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=None):
+def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode=None, recipe=None,
+             out=None):
     """RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * (weight + offset).
 
-    casting_mode "llama" rounds x * rsqrt(...) to x.dtype before the weight and returns
-    promote_types(x.dtype, weight.dtype) (HF LlamaRMSNorm); "gemma" rounds once and returns
-    x.dtype (HF GemmaRMSNorm, torch.nn.functional.rms_norm). `out` may alias x; it is not
-    differentiable.
+    casting_mode "llama" (the default) rounds x * rsqrt(...) to x.dtype before the weight and
+    returns promote_types(x.dtype, weight.dtype) (HF LlamaRMSNorm); "gemma" rounds once and
+    returns x.dtype (HF GemmaRMSNorm, torch.nn.functional.rms_norm). recipe ("vllm",
+    "flashinfer"; rmsnorm.pytorch.recipes) sets casting_mode as that engine's kernel computes
+    it. `out` may alias x; it is not differentiable.
     """
+    if recipe is None:
+        casting_mode = "llama" if casting_mode is None else casting_mode
+    else:
+        casting_mode = recipes.resolve(recipe, casting_mode).casting_mode
     # Inline, not a helper: a Python call here is a measurable share of the call's host time.
     if (type(eps) not in _NUMBERS or type(offset) not in _NUMBERS or
             type(casting_mode) is not str or not isinstance(x, Tensor) or
@@ -58,14 +64,19 @@ def rms_norm(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama", out=
         # rmsnorm::fwd_into has no sharding rule: DTensor's out= is a copy.
         _no_out_under_autograd(x, weight)
         return out.copy_(_fwd(x, weight, eps, offset, casting_mode, False)[0])
-    _fwd_into(x, None, weight, out, None, eps, offset, casting_mode)
+    _fwd_into(x, None, weight, out, None, eps, offset, casting_mode, "rounded")
     return out
 
 
 def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
-                       casting_mode="llama", inplace=False, out=None):
+                       casting_mode=None, normalized_sum=None, recipe=None, inplace=False,
+                       out=None):
     """residual_out = x + residual (rounded to residual.dtype); returns
     (rms_norm(residual_out), residual_out).
+
+    normalized_sum "fp32" normalizes the unrounded sum instead (residual_out is still the
+    rounded one; not differentiable); recipe sets casting_mode and normalized_sum as rms_norm's
+    does.
 
     With inplace=True the sum is written into `residual` itself, which is returned as the
     second element. `out` may alias x. Under autograd x and residual both receive the
@@ -77,6 +88,10 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
                         "(for the norm alone call rms_norm)")
     if type(inplace) is not bool:  # a truthy "no" would update the residual
         raise TypeError(f"inplace must be a bool, got {type(inplace).__name__}")
+    casting_mode, normalized_sum, _ = recipes.resolve(recipe, casting_mode, normalized_sum,
+                                                      fused=True)
+    if type(normalized_sum) is not str:
+        validation.check_normalized_sum(normalized_sum, True)
     if (type(eps) not in _NUMBERS or type(offset) not in _NUMBERS or
             type(casting_mode) is not str or not isinstance(x, Tensor) or
             (weight is not None and not isinstance(weight, Tensor))):
@@ -88,26 +103,29 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
             _dtensor().check_rows_whole("residual", residual)
     if out is None and not inplace:
         try:
-            y, residual_out, _ = _add_fwd(x, residual, weight, eps, offset, casting_mode, False)
+            y, residual_out, _ = _add_fwd(x, residual, weight, eps, offset, casting_mode,
+                                          normalized_sum, False)
         except NotImplementedError:
             _name_the_layout(x=x, residual=residual, weight=weight)
             raise
         return y, residual_out
     if out is None and not sharded:
-        return _add_fwd_inplace(x, residual, weight, eps, offset, casting_mode), residual
+        return _add_fwd_inplace(x, residual, weight, eps, offset, casting_mode,
+                                normalized_sum), residual
     _check_out(out)
     if sharded:
         # No sharding rule writes into caller-owned tensors: DTensor's in place and out= are
         # copies.
         if out is not None:
             _no_out_under_autograd(x, residual, weight)
-        y, residual_out, _ = _add_fwd(x, residual, weight, eps, offset, casting_mode, False)
+        y, residual_out, _ = _add_fwd(x, residual, weight, eps, offset, casting_mode,
+                                      normalized_sum, False)
         if inplace:
             residual_out = residual.copy_(residual_out)
         return (y if out is None else out.copy_(y)), residual_out
     residual_out = residual if inplace else torch.empty_like(
         residual, memory_format=torch.contiguous_format)
-    _fwd_into(x, residual, weight, out, residual_out, eps, offset, casting_mode)
+    _fwd_into(x, residual, weight, out, residual_out, eps, offset, casting_mode, normalized_sum)
     return out, residual_out
 
 

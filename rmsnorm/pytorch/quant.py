@@ -11,8 +11,8 @@ import typing
 import torch
 from torch import Tensor
 
-from rmsnorm.launch import quant_contract
-from rmsnorm.pytorch import native
+from rmsnorm.launch import quant_contract, validation
+from rmsnorm.pytorch import native, recipes
 from rmsnorm.pytorch.functional import _checked
 
 _quant_fwd = native.op("quant_fwd")
@@ -32,10 +32,13 @@ class QuantOutput(typing.NamedTuple):
 
 def rms_norm_quant(x, weight=None, eps=1e-6, *, quant_dtype=torch.float8_e4m3fn, scale=None,
                    group_size=None, scale_ub=None, ue8m0=False, transposed_scales=False,
-                   offset=0.0, casting_mode="llama", return_unquantized=False):
+                   offset=0.0, casting_mode=None, quantizer=None, recipe=None,
+                   return_unquantized=False):
     """rms_norm(x, weight, eps, offset=offset, casting_mode=casting_mode), quantized to
     quant_dtype (torch.float8_e4m3fn, torch.float8_e5m2 or torch.int8) in the same kernel,
-    bit-identical to quantizing rms_norm's output with vLLM's quantizer of the mode:
+    bit-identical to quantizing rms_norm's output with vLLM's quantizer of the mode
+    (quantizer "vllm", the default; "vllm_fused": the formulas of vLLM's fused norm-quant
+    kernels; recipe="vllm" sets casting_mode and quantizer as vLLM's kernel of the mode):
 
     - static: `scale` (a float32 tensor of one element on x's device, the dequantization
       scale);
@@ -45,12 +48,13 @@ def rms_norm_quant(x, weight=None, eps=1e-6, *, quant_dtype=torch.float8_e4m3fn,
 
     Returns a QuantOutput. Not differentiable.
     """
+    casting_mode, _, quantizer = _options(recipe, casting_mode, None, quantizer, False, scale)
     eps, offset = _scalars(x, weight, eps, offset, casting_mode)
     _check_kinds(scale, scale_ub, quant_dtype, ue8m0=ue8m0, transposed_scales=transposed_scales,
                  return_unquantized=return_unquantized)
     out, scales, _, unquantized = _quant_fwd(
-        x, None, weight, scale, scale_ub, eps, offset, casting_mode, quant_dtype,
-        _group(group_size), ue8m0, transposed_scales, return_unquantized)
+        x, None, weight, scale, scale_ub, eps, offset, casting_mode, "rounded", quantizer,
+        quant_dtype, _group(group_size), ue8m0, transposed_scales, return_unquantized)
     return QuantOutput(out, scale if scale is not None else scales, None,
                        unquantized if return_unquantized else None)
 
@@ -58,20 +62,23 @@ def rms_norm_quant(x, weight=None, eps=1e-6, *, quant_dtype=torch.float8_e4m3fn,
 def fused_add_rms_norm_quant(x, residual, weight=None, eps=1e-6, *, inplace=False,
                              quant_dtype=torch.float8_e4m3fn, scale=None, group_size=None,
                              scale_ub=None, ue8m0=False, transposed_scales=False, offset=0.0,
-                             casting_mode="llama", return_unquantized=False):
-    """fused_add_rms_norm (the sum written as it writes it: into `residual` with inplace=True)
-    with its y quantized as rms_norm_quant quantizes it. Returns a QuantOutput whose
-    residual_out is the sum (`residual` itself with inplace=True)."""
+                             casting_mode=None, normalized_sum=None, quantizer=None,
+                             recipe=None, return_unquantized=False):
+    """fused_add_rms_norm (the sum written as it writes it: into `residual` with inplace=True;
+    normalized_sum as there) with its y quantized as rms_norm_quant quantizes it. Returns a
+    QuantOutput whose residual_out is the sum (`residual` itself with inplace=True)."""
     if not isinstance(residual, Tensor):
         raise TypeError(f"residual must be a torch.Tensor, got {type(residual).__name__} "
                         "(for the norm alone call rms_norm_quant)")
     if type(inplace) is not bool:
         raise TypeError(f"inplace must be a bool, got {type(inplace).__name__}")
+    casting_mode, normalized_sum, quantizer = _options(recipe, casting_mode, normalized_sum,
+                                                       quantizer, True, scale)
     eps, offset = _scalars(x, weight, eps, offset, casting_mode)
     _check_kinds(scale, scale_ub, quant_dtype, ue8m0=ue8m0, transposed_scales=transposed_scales,
                  return_unquantized=return_unquantized)
-    args = (weight, scale, scale_ub, eps, offset, casting_mode, quant_dtype, _group(group_size),
-            ue8m0, transposed_scales, return_unquantized)
+    args = (weight, scale, scale_ub, eps, offset, casting_mode, normalized_sum, quantizer,
+            quant_dtype, _group(group_size), ue8m0, transposed_scales, return_unquantized)
     if inplace:
         out, scales, unquantized = _quant_add_fwd_inplace(x, residual, *args)
         residual_out = residual
@@ -79,6 +86,18 @@ def fused_add_rms_norm_quant(x, residual, weight=None, eps=1e-6, *, inplace=Fals
         out, scales, residual_out, unquantized = _quant_fwd(x, residual, *args)
     return QuantOutput(out, scale if scale is not None else scales, residual_out,
                        unquantized if return_unquantized else None)
+
+
+def _options(recipe, casting_mode, normalized_sum, quantizer, fused, scale):
+    """(casting_mode, normalized_sum, quantizer) of the call, their types checked here (the
+    schema's own error would not name them)."""
+    options = recipes.resolve(recipe, casting_mode, normalized_sum, quantizer, fused=fused,
+                              quantized=True, dynamic=scale is None)
+    if fused and type(options.normalized_sum) is not str:
+        validation.check_normalized_sum(options.normalized_sum, True)
+    if type(options.quantizer) is not str:
+        validation.check_quantizer(options.quantizer)
+    return options
 
 
 def _scalars(x, weight, eps, offset, casting_mode):

@@ -20,22 +20,22 @@ def _fwd(x, weight, eps, offset, casting_mode, return_rstd):
     return y, rstd if return_rstd else _no_rstd(x, x.dtype)
 
 
-def _add_fwd(x, residual, weight, eps, offset, casting_mode, return_rstd):
+def _add_fwd(x, residual, weight, eps, offset, casting_mode, normalized_sum, return_rstd):
     y, residual_out, rstd = ops.forward(x, weight, eps, offset=offset,
                                         casting_mode=casting_mode, residual=residual,
-                                        return_rstd=return_rstd)
+                                        return_rstd=return_rstd, normalized_sum=normalized_sum)
     return y, residual_out, rstd if return_rstd else _no_rstd(x, residual.dtype)
 
 
-def _add_fwd_inplace(x, residual, weight, eps, offset, casting_mode):
+def _add_fwd_inplace(x, residual, weight, eps, offset, casting_mode, normalized_sum):
     y, _, _ = ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode,
-                          residual=residual, inplace=True)
+                          residual=residual, inplace=True, normalized_sum=normalized_sum)
     return y
 
 
-def _fwd_into(x, residual, weight, y, residual_out, eps, offset, casting_mode):
+def _fwd_into(x, residual, weight, y, residual_out, eps, offset, casting_mode, normalized_sum):
     ops.forward(x, weight, eps, offset=offset, casting_mode=casting_mode, residual=residual,
-                out=y, residual_out=residual_out)
+                out=y, residual_out=residual_out, normalized_sum=normalized_sum)
 
 
 def _bwd(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw):
@@ -59,10 +59,11 @@ def _quant_outputs(x, residual, weight, casting_mode, out, scales, residual_out,
     return out, scales, residual_out, unquantized
 
 
-def _quant_fwd(x, residual, weight, scale, scale_ub, eps, offset, casting_mode, quant_dtype,
-               group_size, ue8m0, transposed_scales, return_unquantized):
+def _quant_fwd(x, residual, weight, scale, scale_ub, eps, offset, casting_mode, normalized_sum,
+               quantizer, quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized):
     out, scales, residual_out, unquantized = quant.forward_quant(
         x, weight, eps, offset=offset, casting_mode=casting_mode, residual=residual,
+        normalized_sum=normalized_sum, quantizer=quantizer,
         quant_dtype=quant_dtype, scale=scale, group_size=group_size or None, scale_ub=scale_ub,
         ue8m0=ue8m0, transposed_scales=transposed_scales, return_unquantized=return_unquantized)
     return _quant_outputs(x, residual, weight, casting_mode, out, scales, residual_out,
@@ -70,9 +71,11 @@ def _quant_fwd(x, residual, weight, scale, scale_ub, eps, offset, casting_mode, 
 
 
 def _quant_add_fwd_inplace(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
-                           quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized):
+                           normalized_sum, quantizer, quant_dtype, group_size, ue8m0,
+                           transposed_scales, return_unquantized):
     out, scales, _, unquantized = quant.forward_quant(
         x, weight, eps, offset=offset, casting_mode=casting_mode, residual=residual,
+        normalized_sum=normalized_sum, quantizer=quantizer,
         inplace=True, quant_dtype=quant_dtype, scale=scale, group_size=group_size or None,
         scale_ub=scale_ub, ue8m0=ue8m0, transposed_scales=transposed_scales,
         return_unquantized=return_unquantized)

@@ -195,13 +195,19 @@ std::tuple<Tensor, Tensor> fwd_autograd(const Tensor& x, const OptTensor& weight
 std::tuple<Tensor, Tensor, Tensor> add_fwd_autograd(const Tensor& x, const Tensor& residual,
                                                     const OptTensor& weight, double eps,
                                                     double offset, Mode casting_mode,
-                                                    bool return_rstd) {
+                                                    Mode normalized_sum, bool return_rstd) {
     const bool differentiable = any_requires_grad(x, residual, weight);
+    // The backward differentiates the norm of the sum it saved, the rounded one.
+    TORCH_CHECK(!differentiable || normalized_sum != "fp32",
+                "normalized_sum='fp32' is not differentiable (its backward is not built): an "
+                "input requires grad; call under torch.no_grad() or torch.inference_mode(), or "
+                "with normalized_sum='rounded'");
     Tensor y, residual_out, rstd;
     {
         at::AutoDispatchBelowADInplaceOrView below;
-        std::tie(y, residual_out, rstd) = public_ops().add_fwd.call(
-            x, residual, weight, eps, offset, casting_mode, return_rstd || differentiable);
+        std::tie(y, residual_out, rstd) =
+            public_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode,
+                                      normalized_sum, return_rstd || differentiable);
     }
     if (differentiable) {
         auto node = make_node<NormBackward>(saved(eps, offset, casting_mode, y), x.scalar_type());
@@ -217,29 +223,31 @@ std::tuple<Tensor, Tensor, Tensor> add_fwd_autograd(const Tensor& x, const Tenso
 // In place under autograd: the out-of-place fused add, then the sum copied into residual,
 // which autograd records (it must see residual's update).
 Tensor add_fwd_inplace_autograd(const Tensor& x, const Tensor& residual, const OptTensor& weight,
-                                double eps, double offset, Mode casting_mode) {
+                                double eps, double offset, Mode casting_mode,
+                                Mode normalized_sum) {
     if (!any_requires_grad(x, residual, weight)) {
         at::AutoDispatchBelowADInplaceOrView below;
-        Tensor y =
-            public_ops().add_fwd_inplace.call(x, residual, weight, eps, offset, casting_mode);
+        Tensor y = public_ops().add_fwd_inplace.call(x, residual, weight, eps, offset,
+                                                     casting_mode, normalized_sum);
         torch::autograd::impl::bump_version(residual);
         return y;
     }
     auto [y, residual_out, rstd] =
-        add_fwd_autograd(x, residual, weight, eps, offset, casting_mode, false);
+        add_fwd_autograd(x, residual, weight, eps, offset, casting_mode, normalized_sum, false);
     const_cast<Tensor&>(residual).copy_(residual_out);
     return y;
 }
 
 void fwd_into_autograd(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
                        const Tensor& y, const OptTensor& residual_out, double eps, double offset,
-                       Mode casting_mode) {
+                       Mode casting_mode, Mode normalized_sum) {
     TORCH_CHECK(!any_requires_grad(x, residual, weight),
                 "out= is not differentiable: an input requires grad; call without out (or "
                 "under torch.no_grad())");
     {
         at::AutoDispatchBelowADInplaceOrView below;
-        public_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode);
+        public_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode,
+                                   normalized_sum);
     }
     torch::autograd::impl::bump_version(y);
     if (residual_out) torch::autograd::impl::bump_version(*residual_out);
@@ -257,27 +265,27 @@ void no_grad_for_quant(const Tensor& x, const OptTensor& residual, const OptTens
 std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_autograd(
     const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
-    bool return_unquantized) {
+    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
+    bool ue8m0, bool transposed_scales, bool return_unquantized) {
     no_grad_for_quant(x, residual, weight);
     at::AutoDispatchBelowADInplaceOrView below;
     return public_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
-                                       casting_mode, quant_dtype, group_size, ue8m0,
-                                       transposed_scales, return_unquantized);
+                                       casting_mode, normalized_sum, quantizer, quant_dtype,
+                                       group_size, ue8m0, transposed_scales, return_unquantized);
 }
 
 std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_autograd(
     const Tensor& x, const Tensor& residual, const OptTensor& weight, const OptTensor& scale,
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
-    bool return_unquantized) {
+    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
+    bool ue8m0, bool transposed_scales, bool return_unquantized) {
     no_grad_for_quant(x, residual, weight);
     std::tuple<Tensor, Tensor, Tensor> outputs;
     {
         at::AutoDispatchBelowADInplaceOrView below;
         outputs = public_ops().quant_add_fwd_inplace.call(
-            x, residual, weight, scale, scale_ub, eps, offset, casting_mode, quant_dtype,
-            group_size, ue8m0, transposed_scales, return_unquantized);
+            x, residual, weight, scale, scale_ub, eps, offset, casting_mode, normalized_sum,
+            quantizer, quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized);
     }
     torch::autograd::impl::bump_version(residual);
     return outputs;

@@ -164,22 +164,26 @@ bool add_into(const Tensor& x, const Tensor& residual, const OptTensor& weight, 
     return launched(in_context(x, [&] { return rmsnorm_fused_add_forward(&a, stream_of(x)); }));
 }
 
+// librmsnorm's kernels normalize the rounded sum: the unrounded one is the Python launcher's.
 bool add_covered(const Tensor& x, const Tensor& residual, const OptTensor& weight, double eps,
-                 double offset, Mode casting_mode) {
-    return covered(x, weight, eps, offset, casting_mode) && same_shape(residual, x);
+                 double offset, Mode casting_mode, Mode normalized_sum) {
+    return normalized_sum == "rounded" && covered(x, weight, eps, offset, casting_mode) &&
+           same_shape(residual, x);
 }
 
 std::tuple<Tensor, Tensor, Tensor> add_fwd_cuda(const Tensor& x, const Tensor& residual,
                                                 const OptTensor& weight, double eps, double offset,
-                                                Mode casting_mode, bool return_rstd) {
-    if (add_covered(x, residual, weight, eps, offset, casting_mode)) {
+                                                Mode casting_mode, Mode normalized_sum,
+                                                bool return_rstd) {
+    if (add_covered(x, residual, weight, eps, offset, casting_mode, normalized_sum)) {
         Tensor y = empty(x.sizes(), x.scalar_type(), x.device());
         Tensor residual_out = empty(x.sizes(), x.scalar_type(), x.device());
         Tensor rstd = rstd_for(x, return_rstd);
         if (add_into(x, residual, weight, y, residual_out, rstd, eps, offset, casting_mode))
             return {y, residual_out, rstd};
     }
-    return triton_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode, return_rstd);
+    return triton_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode,
+                                     normalized_sum, return_rstd);
 }
 
 // residual is written: it must be writable and share no memory with what is read.
@@ -189,14 +193,16 @@ bool updatable(const Tensor& residual, const Tensor& x, const OptTensor& weight)
 }
 
 Tensor add_fwd_inplace_cuda(const Tensor& x, const Tensor& residual, const OptTensor& weight,
-                            double eps, double offset, Mode casting_mode) {
-    if (add_covered(x, residual, weight, eps, offset, casting_mode) &&
+                            double eps, double offset, Mode casting_mode,
+                            Mode normalized_sum) {
+    if (add_covered(x, residual, weight, eps, offset, casting_mode, normalized_sum) &&
         updatable(residual, x, weight)) {
         Tensor y = empty(x.sizes(), x.scalar_type(), x.device());
         if (add_into(x, residual, weight, y, residual, Tensor(), eps, offset, casting_mode))
             return y;
     }
-    return triton_ops().add_fwd_inplace.call(x, residual, weight, eps, offset, casting_mode);
+    return triton_ops().add_fwd_inplace.call(x, residual, weight, eps, offset, casting_mode,
+                                             normalized_sum);
 }
 
 // out= and in place: y may be x exactly, residual_out residual exactly; otherwise each output
@@ -217,15 +223,16 @@ bool into_covered(const Tensor& x, const OptTensor& residual, const OptTensor& w
 
 void fwd_into_cuda(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
                    const Tensor& y, const OptTensor& residual_out, double eps, double offset,
-                   Mode casting_mode) {
-    if (covered(x, weight, eps, offset, casting_mode) &&
+                   Mode casting_mode, Mode normalized_sum) {
+    if (normalized_sum == "rounded" && covered(x, weight, eps, offset, casting_mode) &&
         into_covered(x, residual, weight, y, residual_out)) {
         const bool done = residual ? add_into(x, *residual, weight, y, *residual_out, Tensor(), eps,
                                               offset, casting_mode)
                                    : norm_into(x, weight, y, Tensor(), eps, offset, casting_mode);
         if (done) return;
     }
-    triton_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode);
+    triton_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode,
+                               normalized_sum);
 }
 
 std::tuple<Tensor, Tensor> bwd_cuda(const Tensor& dy, const Tensor& x, const OptTensor& weight,
@@ -364,8 +371,12 @@ bool quant_into(const Tensor& x, const OptTensor& residual, const Tensor& residu
 
 bool quant_covered(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
                    const OptTensor& scale, const OptTensor& scale_ub, double eps, double offset,
-                   Mode casting_mode, at::ScalarType quant_dtype, int64_t group_size) {
-    return weight && covered(x, weight, eps, offset, casting_mode) && format_of(quant_dtype) &&
+                   Mode casting_mode, Mode normalized_sum, Mode quantizer,
+                   at::ScalarType quant_dtype, int64_t group_size) {
+    // librmsnorm compiles rmsnorm's default recipe only (the rounded sum, vLLM's standalone
+    // quantizers); the others are the Python launcher's.
+    return normalized_sum == "rounded" && quantizer == "vllm" && weight &&
+           covered(x, weight, eps, offset, casting_mode) && format_of(quant_dtype) &&
            (group_size == 0 || group_size == 64 || group_size == 128) &&
            (group_size == 0 || x.size(-1) % group_size == 0) && one_float(scale, x) &&
            one_float(scale_ub, x) && (!residual || same_shape(*residual, x));
@@ -374,10 +385,10 @@ bool quant_covered(const Tensor& x, const OptTensor& residual, const OptTensor& 
 std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cuda(
     const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
-    bool return_unquantized) {
+    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
+    bool ue8m0, bool transposed_scales, bool return_unquantized) {
     if (quant_covered(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
-                      quant_dtype, group_size)) {
+                      normalized_sum, quantizer, quant_dtype, group_size)) {
         const QuantOutputs o = quant_outputs(x, scale, quant_dtype, group_size, transposed_scales,
                                              return_unquantized);
         const Tensor residual_out = residual ? empty(x.sizes(), x.scalar_type(), x.device())
@@ -387,17 +398,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cuda(
             return {o.out, o.scales, residual_out, o.unquantized};
     }
     return triton_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
-                                       casting_mode, quant_dtype, group_size, ue8m0,
-                                       transposed_scales, return_unquantized);
+                                       casting_mode, normalized_sum, quantizer, quant_dtype,
+                                       group_size, ue8m0, transposed_scales, return_unquantized);
 }
 
 std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cuda(
     const Tensor& x, const Tensor& residual, const OptTensor& weight, const OptTensor& scale,
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
-    bool return_unquantized) {
+    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
+    bool ue8m0, bool transposed_scales, bool return_unquantized) {
     if (quant_covered(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
-                      quant_dtype, group_size) &&
+                      normalized_sum, quantizer, quant_dtype, group_size) &&
         updatable(residual, x, weight)) {
         const QuantOutputs o = quant_outputs(x, scale, quant_dtype, group_size, transposed_scales,
                                              return_unquantized);
@@ -405,9 +416,9 @@ std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cuda(
                        group_size, ue8m0, transposed_scales, o))
             return {o.out, o.scales, o.unquantized};
     }
-    return triton_ops().quant_add_fwd_inplace.call(x, residual, weight, scale, scale_ub, eps,
-                                                   offset, casting_mode, quant_dtype, group_size,
-                                                   ue8m0, transposed_scales, return_unquantized);
+    return triton_ops().quant_add_fwd_inplace.call(
+        x, residual, weight, scale, scale_ub, eps, offset, casting_mode, normalized_sum,
+        quantizer, quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized);
 }
 
 }  // namespace

@@ -17,26 +17,27 @@ constexpr const char* kFwd =
     "-> (Tensor y, Tensor rstd)";
 constexpr const char* kAddFwd =
     "(Tensor x, Tensor residual, Tensor? weight, float eps, float offset, str casting_mode, "
-    "bool return_rstd) -> (Tensor y, Tensor residual_out, Tensor rstd)";
+    "str normalized_sum, bool return_rstd) -> (Tensor y, Tensor residual_out, Tensor rstd)";
 constexpr const char* kAddFwdInplace =
     "(Tensor x, Tensor(a!) residual, Tensor? weight, float eps, float offset, "
-    "str casting_mode) -> Tensor y";
+    "str casting_mode, str normalized_sum) -> Tensor y";
 constexpr const char* kFwdInto =
     "(Tensor x, Tensor? residual, Tensor? weight, Tensor(a!) y, Tensor(b!)? residual_out, "
-    "float eps, float offset, str casting_mode) -> ()";
+    "float eps, float offset, str casting_mode, str normalized_sum) -> ()";
 constexpr const char* kBwd =
     "(Tensor dy, Tensor x, Tensor? weight, Tensor rstd, Tensor? dresidual, float offset, "
     "str casting_mode, bool need_dw) -> (Tensor dx, Tensor dw)";
 
 constexpr const char* kQuantFwd =
     "(Tensor x, Tensor? residual, Tensor? weight, Tensor? scale, Tensor? scale_ub, float eps, "
-    "float offset, str casting_mode, ScalarType quant_dtype, int group_size, bool ue8m0, "
-    "bool transposed_scales, bool return_unquantized) "
+    "float offset, str casting_mode, str normalized_sum, str quantizer, ScalarType quant_dtype, "
+    "int group_size, bool ue8m0, bool transposed_scales, bool return_unquantized) "
     "-> (Tensor out, Tensor scales, Tensor residual_out, Tensor unquantized)";
 constexpr const char* kQuantAddFwdInplace =
     "(Tensor x, Tensor(a!) residual, Tensor? weight, Tensor? scale, Tensor? scale_ub, "
-    "float eps, float offset, str casting_mode, ScalarType quant_dtype, int group_size, "
-    "bool ue8m0, bool transposed_scales, bool return_unquantized) "
+    "float eps, float offset, str casting_mode, str normalized_sum, str quantizer, "
+    "ScalarType quant_dtype, int group_size, bool ue8m0, bool transposed_scales, "
+    "bool return_unquantized) "
     "-> (Tensor out, Tensor scales, Tensor unquantized)";
 
 template <class Sig>
@@ -62,19 +63,24 @@ std::tuple<Tensor, Tensor> fwd_cpu(const Tensor& x, const OptTensor& weight, dou
 
 std::tuple<Tensor, Tensor, Tensor> add_fwd_cpu(const Tensor& x, const Tensor& residual,
                                                const OptTensor& weight, double eps, double offset,
-                                               Mode casting_mode, bool return_rstd) {
-    return triton_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode, return_rstd);
+                                               Mode casting_mode, Mode normalized_sum,
+                                               bool return_rstd) {
+    return triton_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode,
+                                     normalized_sum, return_rstd);
 }
 
 Tensor add_fwd_inplace_cpu(const Tensor& x, const Tensor& residual, const OptTensor& weight,
-                           double eps, double offset, Mode casting_mode) {
-    return triton_ops().add_fwd_inplace.call(x, residual, weight, eps, offset, casting_mode);
+                           double eps, double offset, Mode casting_mode,
+                           Mode normalized_sum) {
+    return triton_ops().add_fwd_inplace.call(x, residual, weight, eps, offset, casting_mode,
+                                             normalized_sum);
 }
 
 void fwd_into_cpu(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
                   const Tensor& y, const OptTensor& residual_out, double eps, double offset,
-                  Mode casting_mode) {
-    triton_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode);
+                  Mode casting_mode, Mode normalized_sum) {
+    triton_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode,
+                               normalized_sum);
 }
 
 std::tuple<Tensor, Tensor> bwd_cpu(const Tensor& dy, const Tensor& x, const OptTensor& weight,
@@ -86,21 +92,21 @@ std::tuple<Tensor, Tensor> bwd_cpu(const Tensor& dy, const Tensor& x, const OptT
 std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cpu(
     const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
-    bool return_unquantized) {
+    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
+    bool ue8m0, bool transposed_scales, bool return_unquantized) {
     return triton_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
-                                       casting_mode, quant_dtype, group_size, ue8m0,
-                                       transposed_scales, return_unquantized);
+                                       casting_mode, normalized_sum, quantizer, quant_dtype,
+                                       group_size, ue8m0, transposed_scales, return_unquantized);
 }
 
 std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cpu(
     const Tensor& x, const Tensor& residual, const OptTensor& weight, const OptTensor& scale,
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
-    bool return_unquantized) {
-    return triton_ops().quant_add_fwd_inplace.call(x, residual, weight, scale, scale_ub, eps,
-                                                   offset, casting_mode, quant_dtype, group_size,
-                                                   ue8m0, transposed_scales, return_unquantized);
+    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
+    bool ue8m0, bool transposed_scales, bool return_unquantized) {
+    return triton_ops().quant_add_fwd_inplace.call(
+        x, residual, weight, scale, scale_ub, eps, offset, casting_mode, normalized_sum,
+        quantizer, quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized);
 }
 
 bool use_compiled_kernels(std::optional<bool> enabled) {

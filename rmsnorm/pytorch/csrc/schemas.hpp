@@ -26,24 +26,27 @@ using FwdSig = std::tuple<Tensor, Tensor>(const Tensor& x, const OptTensor& weig
 using AddFwdSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor& x, const Tensor& residual,
                                                      const OptTensor& weight, double eps,
                                                      double offset, Mode casting_mode,
-                                                     bool return_rstd);
+                                                     Mode normalized_sum, bool return_rstd);
 using AddFwdInplaceSig = Tensor(const Tensor& x, const Tensor& residual, const OptTensor& weight,
-                                double eps, double offset, Mode casting_mode);
+                                double eps, double offset, Mode casting_mode,
+                                Mode normalized_sum);
 using FwdIntoSig = void(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
                         const Tensor& y, const OptTensor& residual_out, double eps, double offset,
-                        Mode casting_mode);
+                        Mode casting_mode, Mode normalized_sum);
 // The quantized forward (rms_norm_quant, fused_add_rms_norm_quant): residual absent for the
 // plain norm; group_size 0 for per-token scales; outputs the caller did not ask for (static
 // scales, the plain norm's residual_out, the unquantized y) are empty tensors.
+// normalized_sum: "rounded" or "fp32" (what a fused add normalizes); quantizer: "vllm" or
+// "vllm_fused" (whose formulas; rmsnorm.launch.quant_contract.QUANTIZERS).
 using QuantFwdSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(
     const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
     bool return_unquantized);
 using QuantAddFwdInplaceSig = std::tuple<Tensor, Tensor, Tensor>(
     const Tensor& x, const Tensor& residual, const OptTensor& weight, const OptTensor& scale,
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
+    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size, bool ue8m0, bool transposed_scales,
     bool return_unquantized);
 using BwdSig = std::tuple<Tensor, Tensor>(const Tensor& dy, const Tensor& x,
                                           const OptTensor& weight, const Tensor& rstd,

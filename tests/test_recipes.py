@@ -1,0 +1,191 @@
+"""Recipes: recipe="vllm" and recipe="flashinfer" set the options under which each public
+function computes what that engine's kernel of the call computes, and the options they set
+(normalized_sum="fp32", quantizer="vllm_fused") hold on every path: the fused add normalizes
+the unrounded sum while it writes the rounded one, and the quantized forward equals that
+fused add followed by the quantizer of its formulas. tests/test_vendor_kernels.py holds the
+presets to the vendors' real kernels on the GPU."""
+
+import pytest
+import torch
+
+import rmsnorm
+from rmsnorm import reference
+from rmsnorm.launch import configs, ops, quant
+from rmsnorm.pytorch import recipes
+from helpers import (assert_close_float64, assert_matches_recipe, assert_same_bits, llama_slack,
+                     randn, seed_of, weight_for)
+from test_quant import assert_same
+
+E4M3 = torch.float8_e4m3fn
+DTYPES = (torch.bfloat16, torch.float16)
+
+
+@pytest.mark.parametrize("recipe,fused,quantized,dynamic,want", [
+    # vLLM: rms_norm, fused_add_rms_norm and their static fp8 forms round once and normalize
+    # the rounded sum; rms_norm_dynamic_per_token_quant and rms_norm_per_block_quant round as
+    # Llama, normalize the unrounded sum and use their own scale formulas.
+    ("vllm", False, False, False, ("gemma", "rounded", "vllm")),
+    ("vllm", True, False, False, ("gemma", "rounded", "vllm")),
+    ("vllm", False, True, False, ("gemma", "rounded", "vllm")),
+    ("vllm", True, True, False, ("gemma", "rounded", "vllm")),
+    ("vllm", False, True, True, ("llama", "rounded", "vllm_fused")),
+    ("vllm", True, True, True, ("llama", "fp32", "vllm_fused")),
+    # FlashInfer: rmsnorm rounds once; fused_add_rmsnorm normalizes the unrounded sum.
+    ("flashinfer", False, False, False, ("gemma", "rounded", "vllm")),
+    ("flashinfer", True, False, False, ("gemma", "fp32", "vllm")),
+    # rmsnorm's own: the defaults.
+    ("rmsnorm", True, True, True, ("llama", "rounded", "vllm")),
+    (None, True, True, True, ("llama", "rounded", "vllm")),
+])
+def test_each_recipe_sets_its_engines_options(recipe, fused, quantized, dynamic, want):
+    got = recipes.resolve(recipe, None, None, None, fused=fused, quantized=quantized,
+                          dynamic=dynamic)
+    assert tuple(got) == want
+
+
+def test_a_recipe_and_the_options_it_sets_exclude_each_other():
+    x = torch.randn(2, 8)
+    with pytest.raises(ValueError, match="recipe='vllm' sets casting_mode"):
+        rmsnorm.rms_norm(x, torch.ones(8), recipe="vllm", casting_mode="gemma")
+    with pytest.raises(ValueError, match="sets normalized_sum"):
+        rmsnorm.fused_add_rms_norm(x, x.clone(), recipe="flashinfer", normalized_sum="fp32")
+    with pytest.raises(ValueError, match="sets quantizer"):
+        rmsnorm.rms_norm_quant(x, torch.ones(8), recipe="vllm", quantizer="vllm")
+
+
+def test_unknown_recipes_and_options_are_refused_by_name():
+    x = torch.randn(2, 8)
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        rmsnorm.rms_norm(x, recipe="sglang")
+    with pytest.raises(TypeError, match="^recipe must be a str"):
+        rmsnorm.rms_norm(x, recipe=1)
+    with pytest.raises(ValueError, match="normalized_sum must be one of"):
+        rmsnorm.fused_add_rms_norm(x, x.clone(), normalized_sum="fp64")
+    with pytest.raises(ValueError, match="quantizer must be one of"):
+        rmsnorm.rms_norm_quant(x, torch.ones(8), quantizer="triton")
+    with pytest.raises(ValueError, match="'flashinfer' has no quantized form"):
+        rmsnorm.rms_norm_quant(x, torch.ones(8), recipe="flashinfer")
+
+
+def test_the_unrounded_sum_is_not_differentiable():
+    x = torch.randn(2, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="normalized_sum='fp32' is not differentiable"):
+        rmsnorm.fused_add_rms_norm(x, torch.randn(2, 8), normalized_sum="fp32")
+    with torch.no_grad():
+        rmsnorm.fused_add_rms_norm(x, torch.randn(2, 8), normalized_sum="fp32")
+
+
+def _inputs(shape, dtype, device, *parts):
+    seed = seed_of(*parts)
+    x = randn(shape, dtype, device, seed, scale=3.0)
+    r = randn(shape, dtype, device, seed + 7, scale=3.0)
+    return x, r, weight_for(shape[-1], dtype, device, seed)
+
+
+@pytest.mark.parametrize("casting_mode", ["llama", "gemma"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(7, 96), (5, 1024), (3, 3000)], ids=str)
+def test_the_fused_add_can_normalize_the_unrounded_sum(device, shape, dtype, casting_mode):
+    x, r, w = _inputs(shape, dtype, device, "fp32-sum", shape, dtype, casting_mode)
+    y, r_out = rmsnorm.fused_add_rms_norm(x, r, w, casting_mode=casting_mode,
+                                          normalized_sum="fp32")
+    y_ref, r_out_ref, _ = reference.contract_fused_add_rms_norm(
+        x, r, w, 1e-6, casting_mode=casting_mode, normalized_sum="fp32")
+    assert_same_bits(r_out, r_out_ref)  # the sum written is still the rounded one
+    slack = llama_slack(x.float() + r.float(), w) if casting_mode == "llama" else None
+    assert_matches_recipe(y, y_ref, slack)
+    s64 = x.double() + r.double()
+    assert_close_float64(y, reference.float64_rms_norm(s64, w, 1e-6, 0.0))
+    # Not the rounded sum's norm: the option changes the function.
+    y_rounded, _ = rmsnorm.fused_add_rms_norm(x, r, w, casting_mode=casting_mode)
+    assert not torch.equal(y, y_rounded)
+
+
+@pytest.mark.parametrize("how", ["inplace", "out"])
+def test_the_unrounded_sum_in_place_and_into_out(device, how):
+    x, r, w = _inputs((6, 512), torch.bfloat16, device, "fp32-sum", how)
+    y_ref, r_out_ref = rmsnorm.fused_add_rms_norm(x, r, w, normalized_sum="fp32")
+    target = r.clone()
+    if how == "inplace":
+        y, r_out = rmsnorm.fused_add_rms_norm(x, target, w, normalized_sum="fp32", inplace=True)
+        assert r_out is target
+    else:
+        out = torch.empty_like(x)
+        y, r_out = rmsnorm.fused_add_rms_norm(x, target, w, normalized_sum="fp32", out=out)
+        assert y is out
+    assert_same_bits(y, y_ref)
+    assert_same_bits(r_out, r_out_ref)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_looped_rows_normalize_the_unrounded_sum_as_tiles_do(device, inplace):
+    # A looped launch re-reads x and the residual for its later passes; in place, the
+    # residual it re-reads must not yet hold the rounded sum.
+    x, r, w = _inputs((4, 1000), torch.float16, device, "fp32-sum-loop")
+    y_tile, r_tile, _ = ops.forward(x, w, residual=r, normalized_sum="fp32")
+    loop = configs.Launch("loop", 256, 1, 4, 1, 1, False)
+    target = r.clone()
+    y_loop, r_loop, _ = ops.forward(x, w, residual=target, inplace=inplace, launch=loop,
+                                    normalized_sum="fp32")
+    assert_same_bits(r_loop, r_tile)
+    y_ref, _, _ = reference.contract_fused_add_rms_norm(x, r, w, 1e-6, normalized_sum="fp32")
+    assert_matches_recipe(y_loop, y_ref, llama_slack(x.float() + r.float(), w))
+
+
+QUANT_CASES = [  # (quant_dtype, group_size)
+    (E4M3, None), (torch.int8, None), (E4M3, 64), (E4M3, 128), (torch.int8, 128),
+    (torch.int8, 64),
+]
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["norm", "fused-add"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("quant_dtype,group_size", QUANT_CASES, ids=str)
+def test_the_vllm_recipe_quantizes_as_its_fused_kernels(device, quant_dtype, group_size,
+                                                        dtype, fused):
+    x, r, w = _inputs((9, 256), dtype, device, "vllm-quant", quant_dtype, group_size, fused)
+    x[1, 3] = float("nan")  # a NaN row: left out of the max, quantized as vLLM's clamp does
+    x[2] = 0.0
+    if fused:
+        r[2] = 0.0  # an all-zero row: the scale's floor
+        got = rmsnorm.fused_add_rms_norm_quant(x, r.clone(), w, quant_dtype=quant_dtype,
+                                               group_size=group_size, recipe="vllm",
+                                               return_unquantized=True)
+        y, r_out = rmsnorm.fused_add_rms_norm(x, r.clone(), w, normalized_sum="fp32")
+        assert_same(got.residual_out, r_out, "residual_out")
+    else:
+        got = rmsnorm.rms_norm_quant(x, w, quant_dtype=quant_dtype, group_size=group_size,
+                                     recipe="vllm", return_unquantized=True)
+        y = rmsnorm.rms_norm(x, w)
+    assert_same(got.unquantized, y, "y")
+    q, scales = reference.quantize(y, quant_dtype, group_size=group_size,
+                                   quantizer="vllm_fused")
+    assert_same(got.out, q, "codes")
+    assert_same(got.scales, scales, "scales")
+
+
+@pytest.mark.parametrize("quant_dtype,group_size", [(torch.int8, None), (E4M3, 128)], ids=str)
+def test_looped_quantized_rows_follow_the_vllm_recipe(device, quant_dtype, group_size):
+    x, r, w = _inputs((3, 1024), torch.bfloat16, device, "vllm-quant-loop", quant_dtype)
+    loop = configs.Launch("loop", 256, 1, 4, 1, 1, False)
+    out, scales, r_out, y = quant.forward_quant(
+        x, w, residual=r, quant_dtype=quant_dtype, group_size=group_size, launch=loop,
+        normalized_sum="fp32", quantizer="vllm_fused", return_unquantized=True)
+    y_tile, r_tile, _ = ops.forward(x, w, residual=r, normalized_sum="fp32")
+    assert_same(r_out, r_tile, "residual_out")
+    y_ref, _, _ = reference.contract_fused_add_rms_norm(x, r, w, 1e-6, normalized_sum="fp32")
+    assert_matches_recipe(y, y_ref, llama_slack(x.float() + r.float(), w))
+    q, s = reference.quantize(y, quant_dtype, group_size=group_size, quantizer="vllm_fused")
+    assert_same(out, q, "codes")
+    assert_same(scales, s, "scales")
+
+
+def test_the_flashinfer_recipe_is_gemma_on_the_unrounded_sum(device):
+    x, r, w = _inputs((5, 512), torch.bfloat16, device, "flashinfer")
+    y, r_out = rmsnorm.fused_add_rms_norm(x, r, w, recipe="flashinfer")
+    y_want, r_want = rmsnorm.fused_add_rms_norm(x, r, w, casting_mode="gemma",
+                                                normalized_sum="fp32")
+    assert_same_bits(y, y_want)
+    assert_same_bits(r_out, r_want)
+    assert_same_bits(rmsnorm.rms_norm(x, w, recipe="flashinfer"),
+                     rmsnorm.rms_norm(x, w, casting_mode="gemma"))
