@@ -4,8 +4,9 @@ For each vendor op (rmsnorm_tools.vendors), dtype, shape and kind of input: the 
 rows where the vendor's recipe, computed in PyTorch ops on the same GPU, gives the vendor
 kernel's bits (every output of the row: codes, scales, y, residual); where it does with
 rstd one unit in the last place off, or 2 to MAX_ULPS units (the sum of squares in another
-order); and where it does not at all (a misreading of the recipe). Beside them, the fraction of elements where
-rmsnorm's kernels today, with the options closest to the vendor's, differ.
+order); and where it does not at all (a misreading of the recipe). The same for rmsnorm's
+kernels under the vendor's preset (recipe="vllm" or "flashinfer"), and the fractions of rows
+and of elements where the preset's outputs differ from the vendor kernel's.
 
     python -m rmsnorm_tools.vendor_bits [--json PATH] [--shapes 1x4096,4096x4096]
 
@@ -26,8 +27,9 @@ from rmsnorm.launch import contract, quant_contract
 from rmsnorm_tools import vendors
 
 EPS = 1e-6
+VLLM, FLASHINFER = "vllm", "flashinfer"  # the presets of rmsnorm.pytorch.recipes
 KINDS = ("random", "outliers", "constant", "near_eps", "nan_inf")
-SHAPES = ((1, 4096), (64, 4096), (4096, 4096), (256, 8192), (33, 5120), (16, 2048))
+SHAPES = ((1, 4096), (64, 4096), (4096, 4096), (256, 8192), (33, 5120), (16, 2048), (5, 4099))
 
 
 def make_input(kind, m, n, dtype, seed, device="cuda"):
@@ -74,7 +76,8 @@ def _rstd(v, n, ulps=0):
     return r
 
 
-def recipe_y(x, w, residual=None, casting_mode="llama", normalized_sum="rounded", ulps=0):
+def recipe_y(x, w, residual=None, casting_mode="llama", normalized_sum="rounded", ulps=0,
+             offset=0.0):
     """(y, residual_out) of a recipe in PyTorch ops, rstd moved by `ulps`."""
     dtype = x.dtype
     res_out = None
@@ -84,10 +87,11 @@ def recipe_y(x, w, residual=None, casting_mode="llama", normalized_sum="rounded"
         res_out = (x.float() + residual.float()).to(dtype)
         v = res_out.float() if normalized_sum == "rounded" else x.float() + residual.float()
     r = _rstd(v, x.shape[-1], ulps)
+    wf = w.float() + offset
     if casting_mode == "llama":
-        y = ((v * r).to(dtype).float() * w.float()).to(dtype)
+        y = ((v * r).to(dtype).float() * wf).to(dtype)
     else:
-        y = (v * r * w.float()).to(dtype)
+        y = (v * r * wf).to(dtype)
     return y, res_out
 
 
@@ -102,28 +106,29 @@ def inputs(kind, shape, dtype, seed, device="cuda"):
 
 
 def parse_quant_op(op):
-    """"add_grp128_int8" -> (True, 128, torch.int8); "tok_fp8" -> (False, None, e4m3)."""
+    """"add_grp128_int8" -> (True, 128, torch.int8); "tok_fp8_ub" -> (False, None, e4m3)
+    (vllm_case's suffixes: "_ub" a scale_ub, "_t" column-major group scales)."""
     add = op.startswith("add_")
-    mode, fmt = (op[4:] if add else op).split("_")
+    mode, fmt = (op[4:] if add else op).split("_")[:2]
     qdtype = torch.int8 if fmt == "int8" else torch.float8_e4m3fn
     return add, (None if mode == "tok" else int(mode[3:])), qdtype
 
 
 def vllm_case(vl, op, x, r, w):
-    """(vendor, rmsnorm_today, recipe): the outputs of vLLM's kernel, of rmsnorm's kernels
-    with the options closest to it today, and recipe(ulps), vLLM's recipe in PyTorch ops with
-    rstd moved by ulps; each a {field: tensor with rows first}."""
+    """(vendor, preset, recipe): the outputs of vLLM's kernel, of rmsnorm's kernels with
+    recipe="vllm", and recipe(ulps), vLLM's recipe in PyTorch ops with rstd moved by ulps;
+    each a {field: tensor with rows first}."""
     m, n = x.shape
     fp8 = torch.float8_e4m3fn
     if op == "rms":
         out = torch.empty_like(x)
         vl.rms_norm(out, x, w, EPS)
-        return ({"y": out}, {"y": rmsnorm.rms_norm(x, w, EPS, casting_mode="gemma")},
+        return ({"y": out}, {"y": rmsnorm.rms_norm(x, w, EPS, recipe=VLLM)},
                 lambda k: {"y": recipe_y(x, w, casting_mode="gemma", ulps=k)[0]})
     if op == "add":
         xv, rv = x.clone(), r.clone()
         vl.fused_add_rms_norm(xv, rv, w, EPS)
-        y, ro = rmsnorm.fused_add_rms_norm(x, r, w, EPS, casting_mode="gemma")
+        y, ro = rmsnorm.fused_add_rms_norm(x, r, w, EPS, recipe=VLLM)
 
         def recipe(k):
             y, ro = recipe_y(x, w, r, casting_mode="gemma", ulps=k)
@@ -142,55 +147,70 @@ def vllm_case(vl, op, x, r, w):
             return got
         if not add:
             vl.rms_norm_static_fp8_quant(out, x, w, scale, EPS)
-            ours = rmsnorm.rms_norm_quant(x, w, EPS, scale=scale, casting_mode="gemma")
+            ours = rmsnorm.rms_norm_quant(x, w, EPS, scale=scale, recipe=VLLM)
             return {"q": out}, {"q": ours.out}, recipe
         rv = r.clone()
         vl.fused_add_rms_norm_static_fp8_quant(out, x, rv, w, scale, EPS)
-        ours = rmsnorm.fused_add_rms_norm_quant(x, r, w, EPS, scale=scale, casting_mode="gemma")
+        ours = rmsnorm.fused_add_rms_norm_quant(x, r, w, EPS, scale=scale, recipe=VLLM)
         return ({"q": out, "residual": rv}, {"q": ours.out, "residual": ours.residual_out},
                 recipe)
     add, group, qdtype = parse_quant_op(op)
+    # A bound below most rows' max |y| (about 4 for N(0, 1) rows): they saturate.
+    scale_ub = torch.tensor([2.0], device=x.device) if op.endswith("_ub") else None
+    transposed = op.endswith("_t")
+    layout = {"transposed_scales": True} if transposed else {}
     rv = r.clone() if add else None
     out = torch.empty(m, n, dtype=qdtype, device=x.device)
     if group is None:
         scales = torch.empty(m, 1, device=x.device)
-        vl.rms_norm_dynamic_per_token_quant(out, x, w, scales, EPS, None, rv)
+        vl.rms_norm_dynamic_per_token_quant(out, x, w, scales, EPS, scale_ub, rv)
     else:
-        scales = torch.empty(m, n // group, device=x.device)
-        vl.rms_norm_per_block_quant(out, x, w, scales, EPS, None, rv, group, False)
+        if transposed:
+            scales = torch.empty(n // group, m, device=x.device).t()
+        else:
+            scales = torch.empty(m, n // group, device=x.device)
+        vl.rms_norm_per_block_quant(out, x, w, scales, EPS, None, rv, group, transposed)
     vendor = {"q": out, "scales": scales}
     if add:
         vendor["residual"] = rv
         ours = rmsnorm.fused_add_rms_norm_quant(x, r, w, EPS, quant_dtype=qdtype,
-                                                group_size=group)
-        today = {"q": ours.out, "scales": ours.scales, "residual": ours.residual_out}
+                                                group_size=group, scale_ub=scale_ub,
+                                                recipe=VLLM, **layout)
+        preset = {"q": ours.out, "scales": ours.scales, "residual": ours.residual_out}
     else:
-        ours = rmsnorm.rms_norm_quant(x, w, EPS, quant_dtype=qdtype, group_size=group)
-        today = {"q": ours.out, "scales": ours.scales}
+        ours = rmsnorm.rms_norm_quant(x, w, EPS, quant_dtype=qdtype, group_size=group,
+                                      scale_ub=scale_ub, recipe=VLLM, **layout)
+        preset = {"q": ours.out, "scales": ours.scales}
 
     def recipe(k):
         y, ro = recipe_y(x, w, r if add else None, casting_mode="llama",
                          normalized_sum="fp32", ulps=k)
-        q, s = quant_contract.quantize(y, qdtype, group_size=group, quantizer="vllm_fused")
+        q, s = quant_contract.quantize(y, qdtype, group_size=group, scale_ub=scale_ub,
+                                       quantizer="vllm_fused")
         got = {"q": q, "scales": s.reshape(scales.shape)}
         if add:
             got["residual"] = ro
         return got
-    return vendor, today, recipe
+    return vendor, preset, recipe
 
 
 def flashinfer_case(fi, op, x, r, w):
-    """As vllm_case, for FlashInfer's rmsnorm and fused_add_rmsnorm."""
-    if op == "fi_rms":
-        return ({"y": fi.rmsnorm(x, w, EPS)},
-                {"y": rmsnorm.rms_norm(x, w, EPS, casting_mode="gemma")},
-                lambda k: {"y": recipe_y(x, w, casting_mode="gemma", ulps=k)[0]})
+    """As vllm_case, for FlashInfer's rmsnorm and fused_add_rmsnorm, and their Gemma forms
+    (weight + 1: the preset with offset=1.0)."""
+    gemma = "gemma" in op
+    offset = 1.0 if gemma else 0.0
+    if op in ("fi_rms", "fi_gemma_rms"):
+        return ({"y": fi.rmsnorm(x, w, EPS, gemma=gemma)},
+                {"y": rmsnorm.rms_norm(x, w, EPS, offset=offset, recipe=FLASHINFER)},
+                lambda k: {"y": recipe_y(x, w, casting_mode="gemma", ulps=k,
+                                         offset=offset)[0]})
     xv, rv = x.clone(), r.clone()
-    fi.fused_add_rmsnorm(xv, rv, w, EPS)
-    y, ro = rmsnorm.fused_add_rms_norm(x, r, w, EPS, casting_mode="gemma")
+    fi.fused_add_rmsnorm(xv, rv, w, EPS, gemma=gemma)
+    y, ro = rmsnorm.fused_add_rms_norm(x, r, w, EPS, offset=offset, recipe=FLASHINFER)
 
     def recipe(k):
-        y, ro = recipe_y(x, w, r, casting_mode="gemma", normalized_sum="fp32", ulps=k)
+        y, ro = recipe_y(x, w, r, casting_mode="gemma", normalized_sum="fp32", ulps=k,
+                         offset=offset)
         return {"y": y, "residual": ro}
     return {"y": xv, "residual": rv}, {"y": y, "residual": ro}, recipe
 
@@ -210,32 +230,46 @@ def rows_equal(a, b):
 MAX_ULPS = 32
 
 
-def classify(vendor, today, recipe, max_ulps=MAX_ULPS):
-    """Row fractions: the recipe exact; exact with rstd 1 ulp off; 2 to max_ulps off; none of
-    these (the recipe misreads the kernel). And the element fractions of each field where
-    rmsnorm's kernels today differ from the vendor's."""
-    exact = rows_equal(vendor, recipe(0))
-    found, one_ulp = exact.clone(), None
-    for k in range(1, max_ulps + 1):
-        if found.all():
+def rstd_ulps(outputs, recipe, max_ulps=MAX_ULPS):
+    """For each of `outputs`, per row: the fewest units in the last place k (0 to max_ulps)
+    by which rstd moved either way makes the recipe give the row's bits, or -1 where none
+    does. recipe(k) is evaluated once for all the outputs."""
+    found = [torch.full((next(iter(o.values())).shape[0],), -1, dtype=torch.int64,
+                        device=next(iter(o.values())).device) for o in outputs]
+    for k in range(max_ulps + 1):
+        if all((f >= 0).all() for f in found):
             break
-        found |= rows_equal(vendor, recipe(k)) | rows_equal(vendor, recipe(-k))
-        if k == 1:
-            one_ulp = found & ~exact
-    one_ulp = found & ~exact if one_ulp is None else one_ulp
-    out = {"rows_exact": exact.float().mean().item(),
-           "rows_rstd_ulp": one_ulp.float().mean().item(),
-           "rows_rstd_ulps": (found & ~exact & ~one_ulp).float().mean().item(),
-           "rows_unexplained": (~found).float().mean().item()}
+        candidates = [recipe(0)] if k == 0 else [recipe(k), recipe(-k)]
+        for got, f in zip(outputs, found):
+            hit = torch.zeros_like(f, dtype=torch.bool)
+            for c in candidates:
+                hit |= rows_equal(got, c)
+            f[(f < 0) & hit] = k
+    return found
+
+
+def classify(vendor, preset, recipe, max_ulps=MAX_ULPS):
+    """Row fractions of the vendor kernel's outputs: the recipe's bits; the recipe's with rstd
+    1 ulp off; 2 to max_ulps off; none of these (the recipe misreads the kernel). The rows of
+    the preset's outputs that none of these explain, the rows where the preset's outputs
+    differ from the vendor's, and per field the fraction of elements that differ."""
+    v, p = rstd_ulps([vendor, preset], recipe, max_ulps)
+    out = {"rows_exact": (v == 0).float().mean().item(),
+           "rows_rstd_ulp": (v == 1).float().mean().item(),
+           "rows_rstd_ulps": (v >= 2).float().mean().item(),
+           "rows_unexplained": (v < 0).float().mean().item(),
+           "preset.rows_unexplained": (p < 0).float().mean().item(),
+           "preset.rows_differ": (~rows_equal(vendor, preset)).float().mean().item()}
     for field, t in vendor.items():
-        out[f"today.{field}"] = frac_diff(t, today[field])
+        out[f"preset.{field}"] = frac_diff(t, preset[field])
     return out
 
 
 VLLM_OPS = ("rms", "add", "static_fp8", "add_static_fp8", "tok_fp8", "tok_int8",
-            "add_tok_fp8", "add_tok_int8", "grp64_fp8", "grp128_fp8", "grp128_int8",
-            "grp64_int8", "add_grp128_fp8", "add_grp128_int8")
-FI_OPS = ("fi_rms", "fi_add")
+            "add_tok_fp8", "add_tok_int8", "tok_fp8_ub", "add_tok_fp8_ub", "grp64_fp8", "grp128_fp8", "grp128_int8",
+            "grp64_int8", "add_grp64_fp8", "add_grp64_int8", "add_grp128_fp8",
+            "add_grp128_int8", "grp128_fp8_t", "add_grp64_int8_t")
+FI_OPS = ("fi_rms", "fi_add", "fi_gemma_rms", "fi_gemma_add")
 
 
 def main(argv=None):
@@ -288,7 +322,9 @@ def main(argv=None):
     print("\n## against the vendor kernel, mean over cases (max): rows where the vendor's "
           f"recipe in PyTorch ops is exact, exact with rstd 1 ulp off, 2-{MAX_ULPS} ulps off, "
           "unexplained; "
-          "today.<field>: elements where rmsnorm's kernels today differ")
+          "preset.rows_unexplained: rows of rmsnorm's preset none of these explain; "
+          "preset.rows_differ, preset.<field>: rows and elements where the preset's outputs "
+          "differ from the vendor's")
     for (op, dtype), fields in summary.items():
         cells = "  ".join(f"{k} {sum(v) / len(v):.2e} ({max(v):.1e})"
                           for k, v in sorted(fields.items()))

@@ -1,8 +1,12 @@
 """vLLM's and FlashInfer's real kernels (rmsnorm_tools.vendors: build/peers or RMSNORM_PEERS)
-against the vendors' recipes in PyTorch ops, row by row: every row of every output is the
-recipe's bits, or the recipe's bits with rstd a few units in the last place off
-(vendor_bits.MAX_ULPS: the vendor sums the squares in another order). A row that is neither means the recipe misreads the kernel.
-Skipped without a GPU or without the vendor libraries."""
+against the vendors' recipes in PyTorch ops and against rmsnorm's kernels under the vendor's
+preset (recipe="vllm", recipe="flashinfer"), row by row. Every row of every output, the
+vendor's and the preset's, is the recipe's bits or the recipe's bits with rstd a few units
+in the last place off (vendor_bits.MAX_ULPS: each kernel sums the squares in its own order).
+A vendor row that is neither means the recipe misreads the kernel; a preset row that is
+neither means the preset does not compute the vendor's recipe. The residual written back
+has no reduction in it: it is the vendor's, bit for bit. Skipped without a GPU or without
+the vendor libraries."""
 
 import zlib
 
@@ -14,16 +18,18 @@ from rmsnorm_tools import vendors
 
 VLLM, FLASHINFER, WHY = vendors.available() if torch.cuda.is_available() else \
     (None, None, "no CUDA device")
-SHAPES = [(1, 4096), (16, 2048), (33, 5120), (2048, 4096)]
+SHAPES = [(1, 4096), (16, 2048), (33, 5120), (5, 4099), (2048, 4096)]  # decode to prefill; odd N
 
 
 def check(case, lib, op, dtype, shape, kind):
     x, r, w = vb.inputs(kind, shape, dtype, seed=zlib.crc32(repr((op, shape, kind)).encode()) % 1000)
-    vendor, today, recipe = case(lib, op, x, r, w)
-    got = vb.classify(vendor, today, recipe)
+    vendor, preset, recipe = case(lib, op, x, r, w)
+    got = vb.classify(vendor, preset, recipe)
     assert got["rows_unexplained"] == 0.0, got
-    if "residual" in vendor:  # no reduction in it: always exact
+    assert got["preset.rows_unexplained"] == 0.0, got
+    if "residual" in vendor:
         assert vb.same_bits(vendor["residual"], recipe(0)["residual"]).all()
+        assert vb.same_bits(vendor["residual"], preset["residual"]).all()
 
 
 @pytest.mark.skipif(VLLM is None, reason=f"vLLM's kernels: {WHY}")
