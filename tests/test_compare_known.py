@@ -35,6 +35,23 @@ def test_rmsnorm_fused_add_is_the_rounded_sum_recipe(device, dtype):
     assert report.best["residual"] == "rounded" and "rmsnorm_llama" in report.names
 
 
+@pytest.mark.parametrize("recipe", ["vllm", "flashinfer"])
+@pytest.mark.parametrize("dtype", SIXTEEN, ids=str)
+def test_rmsnorm_presets_are_their_named_points(device, dtype, recipe):
+    x, w, r = compare.generate((10, 64), dtype, residual=True, weight_dtype=dtype, seed=7,
+                               device=device)
+
+    def fused(x, weight, eps, residual):
+        return rmsnorm.fused_add_rms_norm(x, residual, weight, eps, recipe=recipe)
+
+    report = compare.diagnose(fused, x, w, 1e-6, residual=r)
+    assert report.exact, report.summary()
+    assert f"rmsnorm_{recipe}" in report.names and report.undetermined == ["weight"]
+    plain = compare.diagnose(lambda x, weight, eps: rmsnorm.rms_norm(x, weight, eps,
+                                                                    recipe=recipe), x, w)
+    assert plain.exact and "rmsnorm_gemma" in plain.names, plain.summary()
+
+
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "hf_residual_add"])
 @pytest.mark.parametrize("dtype", SIXTEEN, ids=str)
 def test_hf_llama_and_gemma_modules_are_their_named_points(dtype, residual):

@@ -128,6 +128,9 @@ NAMED = {
                    "torch.nn.functional.rms_norm (weight of the input's dtype)"),
     "rmsnorm_gemma": Named(Recipe(rounding="gemma"), "rmsnorm gemma",
                            "rmsnorm.rms_norm / fused_add_rms_norm, casting_mode='gemma'"),
+    "rmsnorm_vllm": Named(Recipe(rounding="gemma"), "rmsnorm recipe='vllm'",
+                          "rmsnorm.rms_norm / fused_add_rms_norm, recipe='vllm' (as vLLM "
+                          "0.33's rms_norm and fused_add_rms_norm, on the H100, 2026-12-07)"),
     "gemma_weight_in_input_dtype": Named(
         Recipe(rounding="gemma", weight="input"), "Gemma with 1 + w in the input dtype",
         "Gemma ports that form (1 + w) in bf16/fp16"),
@@ -138,6 +141,14 @@ NAMED = {
         Recipe(residual="fp32"), "a fused add normalizing the fp32 sum",
         "fused residual-add kernels that keep x + residual in fp32 registers for the norm "
         "while storing the rounded sum"),
+    "gemma_fused_add_fp32_sum": Named(
+        Recipe(rounding="gemma", residual="fp32"),
+        "Gemma's one rounding with a fused add normalizing the fp32 sum",
+        "fused residual-add kernels that round once and normalize x + residual unrounded "
+        "(FlashInfer 0.6's fused_add_rmsnorm on the H100, 2026-12-07)"),
+    "rmsnorm_flashinfer": Named(
+        Recipe(rounding="gemma", residual="fp32"), "rmsnorm recipe='flashinfer'",
+        "rmsnorm.fused_add_rms_norm(..., recipe='flashinfer')"),
     "truncating_llama": Named(
         Recipe(store="truncate"), "HF Llama with truncating conversions",
         "kernels converting fp32 to bf16/fp16 by dropping bits (and Triton 3.6's "
