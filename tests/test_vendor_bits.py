@@ -1,6 +1,7 @@
 """rmsnorm_tools.vendor_bits' classification of rows, on the CPU with stand-ins for the vendor
 kernels: a row is exact, exact with rstd one ulp off, or unexplained."""
 
+import pytest
 import torch
 
 from rmsnorm.launch import quant_contract
@@ -94,3 +95,15 @@ def test_nans_compare_equal_and_other_bits_do_not():
     a = torch.tensor([float("nan"), 1.0, 0.0]).bfloat16()
     b = torch.tensor([-float("nan"), 1.0, -0.0]).bfloat16()
     assert vb.same_bits(a, b).tolist() == [True, True, False]
+
+
+def test_vendor_candidates_name_the_missing_library(tmp_path, monkeypatch):
+    from rmsnorm_tools import vendor_candidates as vc
+    monkeypatch.setenv("RMSNORM_PEERS", str(tmp_path))
+    vc._vllm.cache_clear()
+    vc._flashinfer.cache_clear()
+    x = torch.randn(2, 64).bfloat16()
+    with pytest.raises(FileNotFoundError, match="vLLM's kernels: no .*libvllm_norm.so"):
+        vc.vllm_rms_norm(torch.empty_like(x), x, torch.ones(64).bfloat16(), 1e-6)
+    with pytest.raises(FileNotFoundError, match="FlashInfer's kernels: no .*libfi_norm.so"):
+        vc.flashinfer_rmsnorm(x, torch.ones(64).bfloat16(), 1e-6)
