@@ -3,6 +3,7 @@
 # time limit. Logs, JSON and the tables go to $OUT; a short summary is printed last.
 #   scripts/gpu_check.sh [tests] [tests_triton] [suite] [sweep] [bench] [bench_more]
 #                        [bench_bwd] [overhead] [demo] [cpp] [cbench] [sanitize] [install]
+#                        [vendors]
 #   (default: tests suite).
 #   tests: the whole suite (scripts/test.sh, RMSNORM_REQUIRE_GPU=1, pytest on TEST_JOBS
 #   processes, default 8; about 310 s on the H200, C++ build and tests included).
@@ -14,7 +15,9 @@
 #   the example, the CPU suite under ASan/UBSan (scripts/test_cpp.sh) and the Python tests of
 #   the library (test_clib, test_compiled_path). cbench: rmsnorm-cpp-bench $CBENCH_ARGS (default:
 #   the forward, fused add and backward sweeps, bf16) and its --overhead. sanitize: the C++
-#   GPU tests under compute-sanitizer memcheck and racecheck.
+#   GPU tests under compute-sanitizer memcheck and racecheck. vendors: rmsnorm-compare on
+#   vLLM's and FlashInfer's kernels, rmsnorm_tools.vendor_bits and vendor_speed (carry
+#   build/peers: docs/DEVELOPING.md, "The vendors' kernels beside rmsnorm").
 #   A carried AOT cache (build/aotcarry: python -m rmsnorm.aot.carry, or it packed as
 #   build/aotcarry.tar.xz) is put in place first.
 #   Arguments of the python tools: SWEEP_ARGS, BENCH_ARGS, BENCH_MORE_ARGS, BENCH_BWD_ARGS
@@ -132,6 +135,27 @@ for step in $steps; do
                timeout "${BENCH_TIMEOUT:-300}" python3 -m rmsnorm_tools.bench $args \
                    --json "$OUT/$step.json" >"$step_out" 2>>"$log"
                rc=$?; add_table "$step" ;;
+        vendors) # vLLM's and FlashInfer's kernels (build/peers or RMSNORM_PEERS): rmsnorm-compare
+                 # on each non-quantized one, vendor_bits, vendor_speed (docs/DEVELOPING.md)
+                 for c in "vllm_rms_norm --convention out_first" \
+                          "vllm_fused_add_rms_norm --convention out_first --residual" \
+                          "flashinfer_rmsnorm --convention inplace" \
+                          "flashinfer_fused_add_rmsnorm --convention inplace --residual" \
+                          "flashinfer_gemma_rmsnorm --convention inplace --offset 1" \
+                          "flashinfer_gemma_fused_add_rmsnorm --convention inplace --residual --offset 1"; do
+                     name=${c%% *}
+                     timeout 60 python3 -m rmsnorm.compare \
+                         --impl "rmsnorm_tools.vendor_candidates:$name" ${c#* } \
+                         --weight-dtype input --device cuda --shapes 40x64 256x4096 \
+                         --json "$OUT/compare-$name.json" >"$OUT/compare-$name.txt" 2>&1
+                     echo "compare $name (exit $?): $(tail -n 1 "$OUT/compare-$name.txt")"
+                 done >"$step_out"
+                 timeout "${BENCH_TIMEOUT:-300}" python3 -m rmsnorm_tools.vendor_bits \
+                     --json "$OUT/vendor_bits.json" >"$OUT/vendor_bits.txt" 2>>"$log"
+                 sed -n '/^## against/,$p' "$OUT/vendor_bits.txt" >>"$step_out"
+                 timeout "${BENCH_TIMEOUT:-300}" python3 -m rmsnorm_tools.vendor_speed \
+                     >>"$step_out" 2>>"$log"
+                 rc=$?; add_table vendors ;;
         overhead) python3 -m rmsnorm_tools.bench --overhead >"$step_out" 2>>"$log"
                   rc=$?; add_table overhead ;;
         cpp) { bash scripts/test_cpp.sh && python3 -m pytest -q -p no:cacheprovider \

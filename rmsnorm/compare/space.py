@@ -129,8 +129,9 @@ NAMED = {
     "rmsnorm_gemma": Named(Recipe(rounding="gemma"), "rmsnorm gemma",
                            "rmsnorm.rms_norm / fused_add_rms_norm, casting_mode='gemma'"),
     "rmsnorm_vllm": Named(Recipe(rounding="gemma"), "rmsnorm recipe='vllm'",
-                          "rmsnorm.rms_norm / fused_add_rms_norm, recipe='vllm' (as vLLM "
-                          "0.33's rms_norm and fused_add_rms_norm, on the H100, 2026-12-07)"),
+                          "rmsnorm.rms_norm / fused_add_rms_norm, recipe='vllm' (the recipe "
+                          "vLLM 0.33's rms_norm and fused_add_rms_norm followed row by row "
+                          "on an H100, 2026-12-06)"),
     "gemma_weight_in_input_dtype": Named(
         Recipe(rounding="gemma", weight="input"), "Gemma with 1 + w in the input dtype",
         "Gemma ports that form (1 + w) in bf16/fp16"),
@@ -145,7 +146,8 @@ NAMED = {
         Recipe(rounding="gemma", residual="fp32"),
         "Gemma's one rounding with a fused add normalizing the fp32 sum",
         "fused residual-add kernels that round once and normalize x + residual unrounded "
-        "(FlashInfer 0.6's fused_add_rmsnorm on the H100, 2026-12-07)"),
+        "(the recipe FlashInfer 0.6's fused_add_rmsnorm followed row by row on an H100, "
+        "2026-12-06)"),
     "rmsnorm_flashinfer": Named(
         Recipe(rounding="gemma", residual="fp32"), "rmsnorm recipe='flashinfer'",
         "rmsnorm.fused_add_rms_norm(..., recipe='flashinfer')"),
