@@ -97,6 +97,15 @@ def test_nans_compare_equal_and_other_bits_do_not():
     assert vb.same_bits(a, b).tolist() == [True, True, False]
 
 
+def test_identical_tensors_differ_in_no_element_at_any_size():
+    # 33 x 5120 ones average to 1 - 2^-24 in float32: a fraction of matches would report that.
+    t = torch.randn(33, 5120).to(torch.bfloat16)
+    assert vb.frac_diff(t, t.clone()) == 0.0
+    u = t.clone()
+    u[7, 11] = u[7, 11] * 2 + 1
+    assert vb.frac_diff(t, u) == pytest.approx(1 / t.numel())
+
+
 def test_vendor_candidates_name_the_missing_library(tmp_path, monkeypatch):
     from rmsnorm_tools import vendor_candidates as vc
     monkeypatch.setenv("RMSNORM_PEERS", str(tmp_path))
