@@ -73,33 +73,40 @@ float inv_rms(Acc sum_sq, int64_t n, float eps) {
 
 // Each row's y, the contract's, rounded to y.dtype (a.y.data is not used), goes to
 // sink(row, y values); the fused add's sum is written to residual_out, rstd where asked.
+// What is normalized: x, or the fused add's sum as written (rounded to the residual's dtype)
+// or, with RMSNORM_SUM_FP32, before that rounding; llama rounds x * r to that input's dtype
+// (the residual's) either way.
 template <typename Acc, typename Sink>
 void forward_rows(const rmsnorm_forward_args& a, Sink&& sink) {
     const bool fused = a.residual.data != nullptr;
-    const rmsnorm_rows& input = fused ? a.residual_out : a.x;  // what is normalized
-    std::vector<float> y(static_cast<size_t>(a.n));
+    const bool fp32_sum = fused && a.normalized_sum == RMSNORM_SUM_FP32;
+    const rmsnorm_dtype input_dtype = fused ? a.residual_out.dtype : a.x.dtype;
+    std::vector<float> y(static_cast<size_t>(a.n)), in(static_cast<size_t>(a.n));
     for (int64_t i = 0; i < a.rows; ++i) {
-        const Row x{a.x, i}, in{input, i};
+        const Row x{a.x, i};
         Acc sum_sq = 0;
         for (int64_t j = 0; j < a.n; ++j) {
             float v = x.get(j);
             if (fused) {
                 // Read the residual before writing the sum: residual_out may be residual.
-                v = round_to(a.residual.dtype, v + Row{a.residual, i}.get(j));
-                in.set(j, v);
+                const float sum = v + Row{a.residual, i}.get(j);
+                v = round_to(a.residual.dtype, sum);
+                Row{a.residual_out, i}.set(j, v);
+                if (fp32_sum) v = sum;
             }
+            in[static_cast<size_t>(j)] = v;
             sum_sq += static_cast<Acc>(v) * static_cast<Acc>(v);
         }
         const float r = inv_rms(sum_sq, a.n, a.eps);
         if (a.rstd != nullptr) a.rstd[i] = r;
         for (int64_t j = 0; j < a.n; ++j) {
-            const float v = in.get(j);
+            const float v = in[static_cast<size_t>(j)];
             float out;
             if (a.weight == nullptr) {
                 out = v * r;
             } else if (a.casting_mode == RMSNORM_LLAMA) {
                 out =
-                    round_to(input.dtype, v * r) * weight_at(a.weight, a.weight_dtype, j, a.offset);
+                    round_to(input_dtype, v * r) * weight_at(a.weight, a.weight_dtype, j, a.offset);
             } else {
                 out = v * r * weight_at(a.weight, a.weight_dtype, j, a.offset);
             }
@@ -131,6 +138,7 @@ void forward_quant_rows(const QuantArgs& qa) {
     quantizer.has_ub = q.scale_ub != nullptr;
     if (quantizer.has_ub && a.rows > 0) quantizer.ub = *q.scale_ub;
     quantizer.ue8m0 = q.ue8m0 != 0;
+    quantizer.vllm_fused = q.quantizer == RMSNORM_QUANTIZER_VLLM_FUSED;
     std::vector<float> scales(static_cast<size_t>(qa.groups));
     forward_rows<Acc>(a, [&](int64_t i, const float* y) {
         if (a.y.data != nullptr) {

@@ -120,6 +120,27 @@ void quantize_row(const Quantizer& q, const float* y, int64_t n, uint8_t* out, f
             out[j] = float_to_fp8(v, q.format);
         }
     };
+    if (q.vllm_fused && q.mode != RMSNORM_SCALE_STATIC) {
+        // One formula for rows and groups: s = max(min(amax, ub) / qmax, floor); fp8 rows
+        // divide, everything else multiplies by 1 / s; a NaN goes where a row's does.
+        const float floor = int8 ? 0x1p-23f : 1.0f / (qmax * 512.0f);
+        const float nan_out = int8 ? 0.0f : qmax;
+        const bool groups = q.mode == RMSNORM_SCALE_PER_GROUP;
+        const int64_t size = groups ? q.group_size : n;
+        for (int64_t g = 0; g * size < n; ++g) {
+            const float* yg = y + g * size;
+            float amax = abs_max(yg, size);
+            if (q.has_ub && q.ub < amax) amax = q.ub;
+            float s = max_of(amax / qmax, floor);
+            if (q.ue8m0) s = ue8m0_round_up(s);
+            scales[g] = s;
+            const float inverse = 1.0f / s;
+            for (int64_t j = 0; j < size; ++j) {
+                store(g * size + j, !groups && !int8 ? yg[j] / s : yg[j] * inverse, nan_out);
+            }
+        }
+        return;
+    }
     switch (q.mode) {
         case RMSNORM_SCALE_STATIC: {
             // fp8 multiplies by the inverse, int8 divides: as vLLM's static kernels do.

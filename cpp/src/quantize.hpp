@@ -29,6 +29,8 @@ struct Quantizer {
     bool has_ub = false;        // per-token fp8: amax is bounded by ub
     float ub = 0.0f;
     bool ue8m0 = false;  // per-group: scales rounded up to powers of two
+    // The dynamic modes' formulas of vLLM's fused norm-quant kernels (RMSNORM_QUANTIZER_VLLM_FUSED).
+    bool vllm_fused = false;
 };
 
 // One row of y (n values, each exact in y's dtype) quantized: out gets n bytes (int8_t, or

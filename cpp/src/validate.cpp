@@ -1,6 +1,7 @@
 #include "validate.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -40,11 +41,40 @@ std::string value_text(const E& field) {
 // What read_args checks.
 
 rmsnorm_status check_struct_size(size_t struct_size, size_t expected, const char* type,
-                                 const char* field = "args->struct_size") {
-    if (struct_size == expected) return RMSNORM_SUCCESS;
+                                 const char* field = "args->struct_size", size_t first = 0) {
+    if (struct_size == expected || (first != 0 && struct_size == first)) return RMSNORM_SUCCESS;
     return invalid(std::string(field) + " is " + std::to_string(struct_size) +
                    ", expected sizeof(" + type + ") = " + std::to_string(expected) +
+                   (first != 0 ? " (or " + std::to_string(first) + ", its first version's)"
+                               : std::string()) +
                    " (set it; a mismatch means another version of rmsnorm.h)");
+}
+
+// The sizeof of a struct's first version, whose members end where version 2's begin (at
+// `end`): padded to the struct's alignment, as the compiler padded it.
+template <typename T>
+constexpr size_t first_version_size(size_t end) {
+    return (end + alignof(T) - 1) / alignof(T) * alignof(T);
+}
+constexpr size_t kForwardArgsV1 =
+    first_version_size<rmsnorm_forward_args>(offsetof(rmsnorm_forward_args, normalized_sum));
+constexpr size_t kQuantArgsV1 =
+    first_version_size<rmsnorm_quant_args>(offsetof(rmsnorm_quant_args, quantizer));
+static_assert(kForwardArgsV1 < sizeof(rmsnorm_forward_args) &&
+                  kQuantArgsV1 < sizeof(rmsnorm_quant_args),
+              "version 2 of each struct is longer than the first: struct_size tells them apart");
+
+// A struct of struct_size bytes (checked) into *out, what a first version lacks zero: its
+// default.
+template <typename T>
+void copy_versioned(const T* args, T* out) {
+    std::memset(static_cast<void*>(out), 0, sizeof *out);
+    std::memcpy(static_cast<void*>(out), args, args->struct_size);
+}
+
+rmsnorm_status check_reserved(uint32_t reserved, const char* field) {
+    if (reserved == 0) return RMSNORM_SUCCESS;
+    return invalid(std::string(field) + " is " + std::to_string(reserved) + "; it must be 0");
 }
 
 rmsnorm_status check_dtype(const char* name, const rmsnorm_dtype& dtype) {
@@ -62,6 +92,20 @@ rmsnorm_status check_modes(const rmsnorm_casting_mode& mode,
     if (!holds_one_of(accumulation, {RMSNORM_ACCUMULATE_F32, RMSNORM_ACCUMULATE_F64})) {
         return invalid("accumulation is " + value_text(accumulation) +
                        ", not RMSNORM_ACCUMULATE_F32 or RMSNORM_ACCUMULATE_F64");
+    }
+    return RMSNORM_SUCCESS;
+}
+
+rmsnorm_status check_normalized_sum(const rmsnorm_normalized_sum& sum, bool fused, bool quant) {
+    const char* field = quant ? "forward->normalized_sum" : "normalized_sum";
+    if (!holds_one_of(sum, {RMSNORM_SUM_ROUNDED, RMSNORM_SUM_FP32})) {
+        return invalid(std::string(field) + " is " + value_text(sum) +
+                       ", not RMSNORM_SUM_ROUNDED or RMSNORM_SUM_FP32");
+    }
+    if (sum == RMSNORM_SUM_FP32 && !fused) {
+        return invalid(std::string(field) +
+                       " is RMSNORM_SUM_FP32, the fused add's; it needs a residual (residual.data "
+                       "is NULL)");
     }
     return RMSNORM_SUCCESS;
 }
@@ -297,10 +341,12 @@ rmsnorm_status read_forward(const rmsnorm_forward_args* args, rmsnorm_forward_ar
                              : "args is NULL");
     }
     // struct_size is first in every version of the struct: safe to read before the rest.
-    rmsnorm_status s = check_struct_size(args->struct_size, sizeof *out, "rmsnorm_forward_args",
-                                         quant ? "forward->struct_size" : "args->struct_size");
+    rmsnorm_status s =
+        check_struct_size(args->struct_size, sizeof *out, "rmsnorm_forward_args",
+                          quant ? "forward->struct_size" : "args->struct_size", kForwardArgsV1);
     if (s != RMSNORM_SUCCESS) return s;
-    const rmsnorm_forward_args& a = *args;
+    rmsnorm_forward_args a;
+    copy_versioned(args, &a);
     const bool fused = a.residual.data != nullptr;
     const bool y_used = !quant || a.y.data != nullptr;
     if ((s = check_dtype("x.dtype", a.x.dtype)) != RMSNORM_SUCCESS ||
@@ -310,9 +356,12 @@ rmsnorm_status read_forward(const rmsnorm_forward_args* args, rmsnorm_forward_ar
          (s = check_dtype("residual_out.dtype", a.residual_out.dtype)) != RMSNORM_SUCCESS) ||
         (a.weight != nullptr &&
          (s = check_dtype("weight_dtype", a.weight_dtype)) != RMSNORM_SUCCESS) ||
-        (s = check_modes(a.casting_mode, a.accumulation)) != RMSNORM_SUCCESS)
+        (s = check_modes(a.casting_mode, a.accumulation)) != RMSNORM_SUCCESS ||
+        (s = check_normalized_sum(a.normalized_sum, fused, quant)) != RMSNORM_SUCCESS ||
+        (s = check_reserved(a.reserved, quant ? "forward->reserved" : "reserved")) !=
+            RMSNORM_SUCCESS)
         return s;
-    std::memcpy(out, args, sizeof *out);
+    *out = a;
     if (!fused) out->residual.dtype = out->residual_out.dtype = out->x.dtype;
     if (out->weight == nullptr) out->weight_dtype = out->x.dtype;
     if (!y_used) {
@@ -548,10 +597,12 @@ rmsnorm_status validate(const rmsnorm_backward_args& a) {
 
 rmsnorm_status validate(const rmsnorm_quant_args* args, QuantArgs* out) {
     if (args == nullptr) return invalid("args is NULL");
-    rmsnorm_status s =
-        check_struct_size(args->struct_size, sizeof out->quant, "rmsnorm_quant_args");
+    rmsnorm_status s = check_struct_size(args->struct_size, sizeof out->quant,
+                                         "rmsnorm_quant_args", "args->struct_size", kQuantArgsV1);
     if (s != RMSNORM_SUCCESS) return s;
+    copy_versioned(args, &out->quant);
     if ((s = read_forward(args->forward, &out->forward, true)) != RMSNORM_SUCCESS) return s;
+    args = &out->quant;  // the version-2 view, defaults filled in
     if (!holds_one_of(args->format,
                       {RMSNORM_QUANT_FP8_E4M3, RMSNORM_QUANT_INT8, RMSNORM_QUANT_FP8_E5M2})) {
         return invalid("format is " + value_text(args->format) +
@@ -564,7 +615,11 @@ rmsnorm_status validate(const rmsnorm_quant_args* args, QuantArgs* out) {
                        ", not RMSNORM_SCALE_STATIC, RMSNORM_SCALE_PER_TOKEN or "
                        "RMSNORM_SCALE_PER_GROUP");
     }
-    std::memcpy(&out->quant, args, sizeof out->quant);
+    if (!holds_one_of(args->quantizer, {RMSNORM_QUANTIZER_VLLM, RMSNORM_QUANTIZER_VLLM_FUSED})) {
+        return invalid("quantizer is " + value_text(args->quantizer) +
+                       ", not RMSNORM_QUANTIZER_VLLM or RMSNORM_QUANTIZER_VLLM_FUSED");
+    }
+    if ((s = check_reserved(args->reserved, "reserved")) != RMSNORM_SUCCESS) return s;
     out->quant.forward = &out->forward;
     const rmsnorm_quant_args& q = out->quant;
     const rmsnorm_forward_args& f = out->forward;

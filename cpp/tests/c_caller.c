@@ -23,3 +23,46 @@ void c_store_quant_format(rmsnorm_quant_format* field, int value) {
 void c_store_scale_mode(rmsnorm_scale_mode* field, int value) {
     *field = (rmsnorm_scale_mode)value;
 }
+
+void c_store_normalized_sum(rmsnorm_normalized_sum* field, int value) {
+    *field = (rmsnorm_normalized_sum)value;
+}
+
+void c_store_quantizer(rmsnorm_quantizer* field, int value) {
+    *field = (rmsnorm_quantizer)value;
+}
+
+/* rmsnorm.h's first version of each struct, as its callers compiled it. */
+typedef struct forward_args_v1 {
+    size_t struct_size;
+    int64_t rows;
+    int64_t n;
+    rmsnorm_rows x, residual, residual_out;
+    const void* weight;
+    rmsnorm_dtype weight_dtype;
+    rmsnorm_rows y;
+    float* rstd;
+    float eps;
+    float offset;
+    rmsnorm_casting_mode casting_mode;
+    rmsnorm_accumulation accumulation;
+    unsigned launch_flags;
+} forward_args_v1;
+
+typedef struct quant_args_v1 {
+    size_t struct_size;
+    const rmsnorm_forward_args* forward;
+    void* out;
+    int64_t out_stride;
+    rmsnorm_quant_format format;
+    rmsnorm_scale_mode scale_mode;
+    int64_t group_size;
+    float* scales;
+    int64_t scale_row_stride;
+    int64_t scale_group_stride;
+    const float* scale_ub;
+    int ue8m0;
+} quant_args_v1;
+
+size_t c_forward_args_v1_size(void) { return sizeof(forward_args_v1); }
+size_t c_quant_args_v1_size(void) { return sizeof(quant_args_v1); }

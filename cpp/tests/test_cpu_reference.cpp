@@ -191,6 +191,75 @@ TEST(CpuForward, FusedAddWritesTheRoundedSumInPlaceAndNormalizesIt) {
     }
 }
 
+TEST(CpuForward, TheUnroundedSumIsNormalizedWhileTheRoundedOneIsWritten) {
+    // bf16 1 + 2^-9 is 1 (a quarter ulp): the rounded sum's rows are all 1, rstd 1; the
+    // unrounded sum v = 1 + 2^-9 has rstd 1 / v exactly (v^2 / 1 needs 19 bits, sqrt of it is
+    // v), and gemma's y = v * (1 / v) * w.
+    Tensor x(RMSNORM_BF16, 2, 4), residual(RMSNORM_BF16, 2, 4), sum(RMSNORM_BF16, 2, 4),
+        y(RMSNORM_BF16, 2, 4);
+    for (int64_t i = 0; i < 2; ++i) {
+        for (int64_t j = 0; j < 4; ++j) {
+            x.set(i, j, 1.0f);
+            residual.set(i, j, 0x1p-9f);
+        }
+    }
+    std::vector<float> rstd(2, NAN);
+    auto args = forward_of(x, y);
+    args.residual = residual.view();
+    args.residual_out = sum.view();
+    args.rstd = rstd.data();
+    args.eps = 0.0f;
+    args.casting_mode = RMSNORM_GEMMA;
+    args.normalized_sum = RMSNORM_SUM_FP32;
+    rmsnorm::cpu_forward(args);
+    const float v = 1.0f + 0x1p-9f;
+    EXPECT_EQ(rstd[0], 1.0f / v);
+    EXPECT_EQ(sum.get(1, 3), 1.0f);
+    EXPECT_EQ(y.get(1, 3), round_to(RMSNORM_BF16, v * (1.0f / v)));
+    args.normalized_sum = RMSNORM_SUM_ROUNDED;
+    rmsnorm::cpu_forward(args);
+    EXPECT_EQ(rstd[0], 1.0f);
+    EXPECT_EQ(y.get(1, 3), 1.0f);
+}
+
+TEST(CpuForward, TheUnroundedSumMatchesFloat64AndLlamaRoundsToTheResidualsDtype) {
+    std::mt19937 gen(11);
+    const int64_t rows = 5, n = 96;
+    for (const rmsnorm_casting_mode mode : {RMSNORM_LLAMA, RMSNORM_GEMMA}) {
+        SCOPED_TRACE(mode);
+        Tensor x(RMSNORM_F16, rows, n), residual(RMSNORM_F16, rows, n), sum(RMSNORM_F16, rows, n),
+            y(RMSNORM_F16, rows, n), w(RMSNORM_F16, 1, n);
+        x.fill_random(gen);
+        residual.fill_random(gen, 3.0f);
+        w.fill_random(gen, 0.5f, 1.0f);
+        auto args = forward_of(x, y);
+        args.residual = residual.view();
+        args.residual_out = sum.view();
+        args.weight = w.data();
+        args.weight_dtype = RMSNORM_F16;
+        args.casting_mode = mode;
+        args.normalized_sum = RMSNORM_SUM_FP32;
+        rmsnorm::cpu_forward(args);
+        for (int64_t i = 0; i < rows; ++i) {
+            double sum_sq = 0;
+            for (int64_t j = 0; j < n; ++j) {
+                const double v = double(x.get(i, j)) + residual.get(i, j);  // exact in fp32
+                sum_sq += v * v;
+                ASSERT_EQ(sum.get(i, j), round_to(RMSNORM_F16, float(v)));
+            }
+            const double r = 1.0 / std::sqrt(sum_sq / n + 1e-6);
+            for (int64_t j = 0; j < n; ++j) {
+                const double v = double(x.get(i, j)) + residual.get(i, j);
+                const double normalized =
+                    mode == RMSNORM_LLAMA ? round_to(RMSNORM_F16, float(v * r)) : v * r;
+                const double want = normalized * w.get(0, j);
+                ASSERT_NEAR(y.get(i, j), want, 2 * tolerance(RMSNORM_F16) * std::fabs(want) + 1e-6)
+                    << i << ", " << j;
+            }
+        }
+    }
+}
+
 TEST(CpuForward, Fp64AccumulationAgreesWithFp32) {
     std::mt19937 gen(9);
     Tensor x(RMSNORM_F32, 3, 4096), y32(RMSNORM_F32, 3, 4096), y64(RMSNORM_F32, 3, 4096);

@@ -230,6 +230,63 @@ TEST(QuantizePerGroup, Ue8m0RoundsScalesUpToPowersOfTwoExactly) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The fused quantizer (vLLM's fused norm-quant kernels' formulas).
+
+Quantizer fused(Quantizer q) {
+    q.vllm_fused = true;
+    return q;
+}
+
+TEST(QuantizeFused, Int8RowsAreFlooredAtFltEpsilonAndMultipliedByOneOverTheScale) {
+    const Quantized zero = quantize(fused(token_q(kInt8)), {0.0f, -0.0f, NAN, 0.0f});
+    EXPECT_TRUE(same_floats(zero.scales, {0x1p-23f}));  // vLLM's standalone quantizer: 0
+    EXPECT_EQ(zero.q, (std::vector<float>{0, 0, 0, 0}));  // the NaN too
+    // amax 381: s = 3, q = y * fl(1 / 3) in fp32, then to nearest even.
+    const Quantized r = quantize(fused(token_q(kInt8)), {381.0f, 1.5f, -190.5f, 100.0f});
+    EXPECT_TRUE(same_floats(r.scales, {3.0f}));
+    const float third = 1.0f / 3.0f;
+    EXPECT_EQ(r.q[0], 127.0f);
+    EXPECT_EQ(r.q[2], std::nearbyint(-190.5f * third));
+    EXPECT_EQ(r.q[3], std::nearbyint(100.0f * third));
+}
+
+TEST(QuantizeFused, Fp8RowsAreVllmsStandaloneFormula) {
+    const std::vector<float> y = {3.0f, -700.0f, 0.001f, NAN, 17.5f};
+    for (const bool ub : {false, true}) {
+        Quantizer q = token_q(kE4m3);
+        q.has_ub = ub;
+        q.ub = 448.0f;
+        const Quantized want = quantize(q, y), got = quantize(fused(q), y);
+        EXPECT_TRUE(same_floats(got.scales, want.scales));
+        EXPECT_TRUE(same_floats(got.q, want.q));
+    }
+}
+
+TEST(QuantizeFused, GroupsTakeTheRowsFloorMultiplyByTheInverseAndSendNaNToTheTop) {
+    // Group 0 all zero: s = 1 / (448 * 512) (vLLM's group quantizer: 1e-10 / 448); group 1:
+    // amax 3 * 448, s = 3, q = y * fl(1 / 3); a NaN goes to +448 (the group quantizer: -448).
+    std::vector<float> y(128, 0.0f);
+    y[64] = 3 * 448.0f;
+    y[65] = NAN;
+    for (int j = 66; j < 128; ++j) y[static_cast<size_t>(j)] = -1.0f - 7.0f * j;
+    const Quantized r = quantize(fused(group_q(kE4m3, 64)), y);
+    EXPECT_TRUE(same_floats(r.scales, {1.0f / (448.0f * 512.0f), 3.0f}));
+    EXPECT_EQ(r.q[0], 0.0f);
+    EXPECT_EQ(r.q[64], 448.0f);
+    EXPECT_EQ(r.q[65], 448.0f);
+    for (int j = 66; j < 128; ++j) {
+        const float q = y[static_cast<size_t>(j)] * (1.0f / 3.0f);
+        const float want = fp8_to_float(float_to_fp8(q, kE4m3), kE4m3);
+        EXPECT_EQ(r.q[static_cast<size_t>(j)], want) << j;
+    }
+    // int8: the floor FLT_EPSILON, NaN to 0; ue8m0 rounds the floored scale up.
+    const Quantized i8 = quantize(fused(group_q(kInt8, 64, true)), y);
+    EXPECT_TRUE(same_floats(i8.scales, {0x1p-23f, 16.0f}));  // 1344 / 127 = 10.58 -> 16
+    EXPECT_EQ(i8.q[65], 0.0f);
+    EXPECT_EQ(i8.q[64], 84.0f);  // 1344 * (1 / 16)
+}
+
+// ---------------------------------------------------------------------------------------------
 // rmsnorm_cpu_forward_quant end to end.
 
 class CpuForwardQuant : public ::testing::Test {

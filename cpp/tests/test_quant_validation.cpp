@@ -4,6 +4,10 @@
 // checks (test_validation.cpp); here what the quantized forward adds or changes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include <cstring>
+
 #include <climits>
 #include <cstdint>
 #include <functional>
@@ -81,7 +85,7 @@ TEST_F(QuantValidation, ArgsStructSizeAndTheForward) {
     EXPECT_EQ(rmsnorm_cpu_forward_quant(nullptr), RMSNORM_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(rmsnorm_forward_quant(nullptr, nullptr), RMSNORM_ERROR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(rmsnorm_last_error()).find("args is NULL"), std::string::npos);
-    q.struct_size = sizeof q - 8;
+    q.struct_size = sizeof q - 4;
     expect_refused(q, {"args->struct_size", "rmsnorm_quant_args"});
     q.struct_size = sizeof q;
     q.forward = nullptr;
@@ -102,6 +106,42 @@ TEST_F(QuantValidation, EnumFieldsHoldingNoEnumerator) {
     q.scale_mode = RMSNORM_SCALE_STATIC;
     c_store_dtype(&fwd.x.dtype, 9);
     expect_refused(q, {"x.dtype is 9"});
+}
+
+TEST_F(QuantValidation, TheQuantizerAndReservedAreChecked) {
+    q.scale_mode = RMSNORM_SCALE_PER_TOKEN;
+    q.scales = scales.data();
+    q.scale_row_stride = 1;
+    q.quantizer = RMSNORM_QUANTIZER_VLLM_FUSED;
+    EXPECT_EQ(rmsnorm_cpu_forward_quant(&q), RMSNORM_SUCCESS) << rmsnorm_last_error();
+    c_store_quantizer(&q.quantizer, 2);
+    expect_refused(q, {"quantizer is 2", "RMSNORM_QUANTIZER_VLLM_FUSED"});
+    q.quantizer = RMSNORM_QUANTIZER_VLLM;
+    q.reserved = 3;
+    expect_refused(q, {"reserved is 3"});
+    q.reserved = 0;
+    fwd.normalized_sum = RMSNORM_SUM_FP32;  // no residual
+    expect_refused(q, {"forward->normalized_sum is RMSNORM_SUM_FP32", "needs a residual"});
+}
+
+TEST_F(QuantValidation, AFirstVersionStructIsReadUpToItsSizeAndTakesVllmsQuantizer) {
+    ASSERT_LT(c_quant_args_v1_size(), sizeof(rmsnorm_quant_args));
+    fwd.x = rmsnorm_rows{x.data(), kN, RMSNORM_F32};
+    std::fill(x.begin(), x.end(), 0.0f);  // all-zero rows: int8 scale 0 (vLLM), or FLT_EPSILON
+    q.format = RMSNORM_QUANT_INT8;
+    q.scale_mode = RMSNORM_SCALE_PER_TOKEN;
+    q.scales = scales.data();
+    q.scale_row_stride = 1;
+    alignas(rmsnorm_quant_args) unsigned char v1[sizeof(rmsnorm_quant_args)];
+    std::memset(v1, 0xff, sizeof v1);  // past the first version: never read
+    std::memcpy(v1, &q, c_quant_args_v1_size());
+    auto* old = reinterpret_cast<rmsnorm_quant_args*>(v1);
+    old->struct_size = c_quant_args_v1_size();
+    EXPECT_EQ(rmsnorm_cpu_forward_quant(old), RMSNORM_SUCCESS) << rmsnorm_last_error();
+    EXPECT_EQ(scales[0], 0.0f);
+    q.quantizer = RMSNORM_QUANTIZER_VLLM_FUSED;
+    EXPECT_EQ(rmsnorm_cpu_forward_quant(&q), RMSNORM_SUCCESS) << rmsnorm_last_error();
+    EXPECT_EQ(scales[0], 0x1p-23f);
 }
 
 TEST_F(QuantValidation, YsDtypeIsIgnoredWithoutYAndCheckedWithIt) {

@@ -3,6 +3,8 @@
 // tests run on any machine and build (host memory: a refused call launches nothing).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -261,6 +263,39 @@ TEST_F(Validation, FusedAdd) {
     fwd.residual_out.dtype = RMSNORM_F32;
     EXPECT_EQ(rmsnorm_cpu_forward(&fwd), RMSNORM_SUCCESS);
     EXPECT_EQ(residual[0], 3.0f);
+}
+
+TEST_F(Validation, TheUnroundedSumIsTheFusedAddsAndItsEnumIsChecked) {
+    fwd.normalized_sum = RMSNORM_SUM_FP32;
+    refused("normalized_sum is RMSNORM_SUM_FP32, the fused add's; it needs a residual");
+    std::vector<float> residual(8, 2.0f);
+    fwd.residual = fwd.residual_out = rmsnorm_rows{residual.data(), 4, RMSNORM_F32};
+    accepted();
+    for (const int bad : {2, -1}) {
+        c_store_normalized_sum(&fwd.normalized_sum, bad);
+        refused("normalized_sum is " + std::to_string(bad) +
+                ", not RMSNORM_SUM_ROUNDED or RMSNORM_SUM_FP32");
+    }
+    fwd.normalized_sum = RMSNORM_SUM_ROUNDED;
+    fwd.reserved = 1;
+    refused("reserved is 1; it must be 0");
+}
+
+TEST_F(Validation, AFirstVersionStructIsReadUpToItsSizeAndTakesTheRoundedSum) {
+    // A caller built against the first rmsnorm.h passes its struct's size; what lies past it
+    // is not the caller's and is never read (here: bytes that would be refused if read).
+    ASSERT_LT(c_forward_args_v1_size(), sizeof(rmsnorm_forward_args));
+    std::vector<float> residual(8, 2.0f), y_v2(8);
+    fwd.residual = fwd.residual_out = rmsnorm_rows{residual.data(), 4, RMSNORM_F32};
+    alignas(rmsnorm_forward_args) unsigned char v1[sizeof(rmsnorm_forward_args)];
+    std::memset(v1, 0xff, sizeof v1);
+    std::memcpy(v1, &fwd, c_forward_args_v1_size());
+    auto* old = reinterpret_cast<rmsnorm_forward_args*>(v1);
+    old->struct_size = c_forward_args_v1_size();
+    EXPECT_EQ(rmsnorm_cpu_forward(old), RMSNORM_SUCCESS) << rmsnorm_last_error();
+    EXPECT_EQ(residual[0], 3.0f);
+    old->struct_size = c_forward_args_v1_size() + 4;
+    expect_refused(*old, {"struct_size is", "its first version's"});
 }
 
 TEST_F(Validation, Scalars) {

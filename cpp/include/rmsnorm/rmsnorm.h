@@ -6,7 +6,8 @@
  *   llama: y = round(y_dtype, round(x_dtype, x * r) * (w + offset))
  *   gemma: y = round(y_dtype, x * r * (w + offset))
  *   fused add: s = round(residual_dtype, x + residual) is written to residual_out and
- *   normalized in x's place.
+ *   normalized in x's place (normalized_sum RMSNORM_SUM_FP32: the unrounded fp32 x + residual
+ *   is normalized instead, while the rounded s is still what residual_out gets).
  *   backward: g = dy * (w + offset), xhat = x * r, dx = r * (g - xhat * mean(g * xhat))
  *   (+ dresidual for the fused add), dw = sum over rows of dy * xhat (llama: xhat rounded to
  *   x's dtype first).
@@ -89,6 +90,15 @@ typedef enum rmsnorm_casting_mode {
     RMSNORM_GEMMA = 1, /* HF GemmaRMSNorm, F.rms_norm: one rounding at the end */
 } rmsnorm_casting_mode;
 
+/* What the fused add normalizes (rmsnorm_forward_args.normalized_sum): the sum as written to
+ * residual_out, or the fp32 sum before that rounding, as vLLM's fused norm-quant kernels and
+ * FlashInfer's fused add compute it (docs/USAGE.md, "Recipes"). With an f32 residual the two
+ * are the same. */
+typedef enum rmsnorm_normalized_sum {
+    RMSNORM_SUM_ROUNDED = 0,
+    RMSNORM_SUM_FP32 = 1, /* fused add only: a plain norm with it is an invalid argument */
+} rmsnorm_normalized_sum;
+
 /* What the CPU reference accumulates sums in: fp32 as the contract (and the GPU) does, or
  * fp64 for a more exact reference. */
 typedef enum rmsnorm_accumulation {
@@ -120,6 +130,11 @@ typedef struct rmsnorm_forward_args {
     rmsnorm_casting_mode casting_mode;
     rmsnorm_accumulation accumulation; /* CPU reference only; the GPU sums in fp32 */
     unsigned launch_flags;             /* GPU: RMSNORM_LAUNCH_* bits, 0 for none */
+    /* Version 2. A first version's struct (its sizeof as struct_size: the struct up to
+     * launch_flags) reads as RMSNORM_SUM_ROUNDED. reserved keeps the sizes of the two apart
+     * (normalized_sum alone would fit in the first version's padding) and must be 0. */
+    rmsnorm_normalized_sum normalized_sum;
+    uint32_t reserved;
 } rmsnorm_forward_args;
 
 typedef struct rmsnorm_backward_args {
@@ -153,7 +168,13 @@ typedef struct rmsnorm_backward_args {
  * then q saturated to [-qmax, qmax] ([-128, 127] for int8) and converted: fp8 to nearest
  * even; int8 to nearest even. A NaN q becomes +qmax (fp8 static and per-token), 0 (int8
  * static and per-token), -qmax (fp8 per-group) or -128 (int8 per-group). Dynamic scales s
- * are written. */
+ * are written.
+ * quantizer RMSNORM_QUANTIZER_VLLM_FUSED takes the dynamic modes' formulas of vLLM's fused
+ * norm-quant kernels instead (static is the same for both):
+ *   per-token and per-group: s = max(min(amax, *scale_ub) / qmax, floor), floor 1 / (qmax *
+ *              512) for fp8 and FLT_EPSILON for int8 (ue8m0 rounds it up as above);
+ *              q = y / s for fp8 rows, else q = y * (1 / s); a NaN q becomes +qmax (fp8) or
+ *              0 (int8) in both modes. */
 typedef enum rmsnorm_quant_format {
     RMSNORM_QUANT_FP8_E4M3 = 0, /* float8_e4m3fn (no infinities; max 448) */
     RMSNORM_QUANT_INT8 = 1,
@@ -165,6 +186,12 @@ typedef enum rmsnorm_scale_mode {
     RMSNORM_SCALE_PER_TOKEN = 1, /* one scale per row, from its amax */
     RMSNORM_SCALE_PER_GROUP = 2, /* one per row and group_size columns */
 } rmsnorm_scale_mode;
+
+/* Whose formulas the dynamic scales follow (rmsnorm_quant_args.quantizer). */
+typedef enum rmsnorm_quantizer {
+    RMSNORM_QUANTIZER_VLLM = 0,       /* vLLM's standalone quantizers of each mode */
+    RMSNORM_QUANTIZER_VLLM_FUSED = 1, /* vLLM's fused norm-quant kernels */
+} rmsnorm_quantizer;
 
 typedef struct rmsnorm_quant_args {
     size_t struct_size; /* sizeof(rmsnorm_quant_args) */
@@ -190,6 +217,10 @@ typedef struct rmsnorm_quant_args {
                                  * the scales of two rows or groups never share an element */
     const float* scale_ub;      /* NULL, or one float bounding amax: per-token fp8 only */
     int ue8m0;                  /* per-group: 1 rounds the scales up to powers of two; else 0 */
+    /* Version 2. A first version's struct (its sizeof as struct_size: the struct up to ue8m0)
+     * reads as RMSNORM_QUANTIZER_VLLM; reserved as in rmsnorm_forward_args, 0. */
+    rmsnorm_quantizer quantizer;
+    uint32_t reserved;
 } rmsnorm_quant_args;
 
 RMSNORM_API const char* rmsnorm_status_string(rmsnorm_status status);
@@ -210,7 +241,9 @@ RMSNORM_API const char* rmsnorm_last_error(void);
  *
  * rmsnorm_forward: the plain norm (residual.data must be NULL).
  * rmsnorm_fused_add_forward: s = x + residual to residual_out (which may be residual), then
- * the norm of s (residual.data must be set). */
+ * the norm of s (residual.data must be set). RMSNORM_SUM_FP32 is compiled for f16 and bf16
+ * with a weight in the vectorised layouts (f32 takes it in any: its sum rounds to itself);
+ * elsewhere it returns RMSNORM_ERROR_UNSUPPORTED. */
 RMSNORM_API rmsnorm_status rmsnorm_forward(const rmsnorm_forward_args* args, CUstream stream);
 RMSNORM_API rmsnorm_status rmsnorm_fused_add_forward(const rmsnorm_forward_args* args,
                                                      CUstream stream);
@@ -237,8 +270,10 @@ RMSNORM_API rmsnorm_status rmsnorm_fused_add_backward(const rmsnorm_backward_arg
  * cover: x, residual, residual_out and y in f16 or bf16, all one dtype, with a weight of that
  * dtype; fp8 e4m3 and int8; every mode; every pointer (out, scales and scale_ub included)
  * 16-byte aligned and n and the row strides multiples of 16; n, row strides and the scales'
- * offsets below 2^31. Any other valid call returns RMSNORM_ERROR_UNSUPPORTED, naming what is
- * not compiled (the Python package computes it). It has no split forward: few long rows take
+ * offsets below 2^31; the recipe options where the vendor presets take them:
+ * RMSNORM_QUANTIZER_VLLM_FUSED with RMSNORM_LLAMA for the dynamic modes, and with a residual
+ * RMSNORM_SUM_FP32 with it (docs/CPP.md). Any other valid call returns
+ * RMSNORM_ERROR_UNSUPPORTED, naming what is not compiled (the Python package computes it). It has no split forward: few long rows take
  * the looped kernel, and RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS is ignored. */
 RMSNORM_API rmsnorm_status rmsnorm_forward_quant(const rmsnorm_quant_args* args, CUstream stream);
 
