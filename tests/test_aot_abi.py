@@ -45,14 +45,15 @@ def test_keys_pack_as_the_headers_shifts_say_and_name_one_kernel_each():
                       has_dw=spec.has_dw, align=spec.align, variant=spec.variant,
                       quant=spec.quant,
                       qformat=aot.QFORMATS.index(spec.qformat) if spec.quant else 0,
-                      group=aot.GROUP_SIZES.index(spec.group))
+                      group=aot.GROUP_SIZES.index(spec.group), fp32_sum=spec.fp32_sum,
+                      vllm_fused=spec.vllm_fused)
         assert spec.key() == sum(int(v) << shifts[f] for f, v in fields.items()), spec
     assert len({s.key() for s in specs}) == len(specs)
 
 
 def test_a_field_too_wide_for_its_bits_is_refused():
     with pytest.raises(ValueError, match="variant"):
-        aot.Spec("fwd", "bf16", variant=1 << 16).key()
+        aot.Spec("fwd", "bf16", variant=1 << dict(aot.KEY_FIELDS)["variant"]).key()
 
 
 def test_the_key_has_room_for_every_table_row_and_uses_32_bits():
@@ -180,7 +181,7 @@ def test_the_quantized_forward_is_compiled_exactly_where_the_header_says():
 
     dtypes = dict(zip(aot.DTYPES, flags("kQuantDtypes")))
     formats = dict(zip(aot.QFORMATS, flags("kQuantFormats")))
-    specs = [s for s in aot.specs(90) if s.quant]
+    specs = [s for s in aot.specs(90) if s.quant and not s.vllm_fused]
     assert {s.dtype for s in specs} == {d for d, on in dtypes.items() if on}
     assert {s.qformat for s in specs} == {f for f, on in formats.items() if on}
     assert {(s.has_w, s.align, s.has_dresidual, s.has_dw) for s in specs} == {
@@ -198,3 +199,24 @@ def test_the_quantized_forward_is_compiled_exactly_where_the_header_says():
                             want = group == 0 or rule.block_n % group == 0
                             key = (op, dtype, variant, llama, qformat, quant, group)
                             assert (key in have) == want, key
+
+
+def test_the_vendor_recipes_are_compiled_where_the_presets_take_them_and_nowhere_else():
+    """normalized_sum="fp32" for the fused add (f16, bf16, with a weight, both casting modes,
+    every table row) and quantizer="vllm_fused" for the per-token and per-group forward
+    (llama; with a residual, the fp32 sum too), vectorised; nothing else is compiled with
+    them (docs/USAGE.md, "Recipes", says the rest takes the Python launcher)."""
+    specs = aot.specs(90)
+    fp32 = {(s.dtype, s.llama, s.variant) for s in specs
+            if s.fp32_sum and not s.quant}
+    assert fp32 == {(d, llama, v) for d in aot.RECIPE_DTYPES for llama in (True, False)
+                    for v in range(len(aot.table_rows("add", d, 90)))}
+    fused = [s for s in specs if s.vllm_fused]
+    assert {s.quant for s in fused} == {2, 3}
+    assert all(s.llama and s.fp32_sum == (s.op == "add") and s.dtype in aot.RECIPE_DTYPES and
+               s.align == aot.RECIPE_ALIGN for s in fused)
+    plain = {(s.op, s.dtype, s.variant, s.qformat, s.quant, s.group) for s in specs
+             if s.quant in (2, 3) and s.llama and not s.vllm_fused}
+    assert {(s.op, s.dtype, s.variant, s.qformat, s.quant, s.group) for s in fused} == plain
+    assert not any(s.fp32_sum and (s.op != "add" or s.align != aot.RECIPE_ALIGN or
+                                   not s.has_w) for s in specs)

@@ -49,6 +49,32 @@ def test_forward_and_fused_add_match_the_python_path_bit_for_bit(dtype, n, mode)
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("mode", ["llama", "gemma"])
+def test_the_fused_add_of_the_unrounded_sum_matches_the_python_path_bit_for_bit(dtype, n, mode):
+    """normalized_sum="fp32" (FlashInfer's fused add, vLLM's fused quantizers): compiled for
+    f16 and bf16 with a weight in vectorised layouts (n a multiple of 16); f32's unrounded sum
+    is its rounded one. Other layouts are refused as not compiled (UNSUPPORTED), naming the
+    option."""
+    rows = 37
+    x, res, w = _data(rows, n, dtype, 4), _data(rows, n, dtype, 5), _data(1, n, dtype, 6)[0]
+    y, s, rstd = ops.forward(x, w, 1e-6, offset=0.5, casting_mode=mode, residual=res,
+                             return_rstd=True, normalized_sum="fp32")
+    cy, cs, crstd = nan_like(y), nan_like(s), nan_like(rstd)
+    if n % 16 and dtype != torch.float32:
+        with pytest.raises(clib.LibraryError, match="RMSNORM_SUM_FP32 is compiled for"):
+            clib.forward(x, w, 1e-6, 0.5, mode, cy, crstd, residual=res, residual_out=cs,
+                         normalized_sum="fp32")
+        return
+    clib.forward(x, w, 1e-6, 0.5, mode, cy, crstd, residual=res, residual_out=cs,
+                 normalized_sum="fp32")
+    torch.cuda.synchronize()
+    assert_same_bits(cy, y)
+    assert_same_bits(cs, s)
+    assert_same_bits(crstd, rstd)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", NS)
 @pytest.mark.parametrize("fused", [False, True])
 def test_backward_matches_the_python_path_bit_for_bit(dtype, n, fused):
     rows = 300

@@ -239,3 +239,81 @@ def test_threads_without_a_cuda_context_are_served_by_the_compiled_kernels():
     done = subprocess.run([sys.executable, "-c", _FRESH_THREADS], capture_output=True,
                           text=True, timeout=300, env=env)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+def run_recipes(x, r, w):
+    """The vendor presets (docs/USAGE.md, "Recipes") and the recipe options they set, every
+    call form: outputs in order."""
+    out = [*rmsnorm.fused_add_rms_norm(x, r, w, recipe="flashinfer"),
+           *rmsnorm.fused_add_rms_norm(x, r, w, normalized_sum="fp32", casting_mode="llama")]
+    r_inplace = r.clone()
+    out += [rmsnorm.fused_add_rms_norm(x, r_inplace, w, recipe="flashinfer", inplace=True)[0],
+            r_inplace]
+    y = torch.empty_like(x)
+    out += [*rmsnorm.fused_add_rms_norm(x, r, w, recipe="flashinfer", out=y), y]
+    groups = [None] + ([128] if x.shape[-1] % 128 == 0 else [])
+    for quant_dtype in (torch.float8_e4m3fn, torch.int8):
+        for group_size in groups:
+            kw = dict(quant_dtype=quant_dtype, group_size=group_size, recipe="vllm")
+            q = rmsnorm.rms_norm_quant(x, w, **kw, transposed_scales=group_size is not None)
+            qa = rmsnorm.fused_add_rms_norm_quant(x, r, w, **kw, return_unquantized=True)
+            r_inplace = r.clone()
+            qi = rmsnorm.fused_add_rms_norm_quant(x, r_inplace, w, **kw, inplace=True)
+            out += [q.out, q.scales, qa.out, qa.scales, qa.residual_out, qa.unquantized, qi.out,
+                    qi.scales, r_inplace]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(3, 5, 4096), (1, 128), (257, 40000), (64, 384)])
+def test_the_vendor_presets_take_the_compiled_kernels_bit_identical_to_the_python_launcher(
+        launcher_calls, monkeypatch, dtype, shape):
+    from rmsnorm.launch import quant
+
+    fn = quant.forward_quant
+    monkeypatch.setattr(quant, "forward_quant",
+                        lambda *a, **k: launcher_calls.append("quant") or fn(*a, **k))
+    x, r = (torch.randn(shape, device="cuda").to(dtype) for _ in range(2))
+    w = torch.randn(shape[-1], device="cuda").to(dtype)
+    compiled = run_recipes(x, r, w)
+    assert launcher_calls == []
+    previous = rmsnorm.use_compiled_kernels(False)
+    try:
+        launched = run_recipes(x, r, w)
+    finally:
+        rmsnorm.use_compiled_kernels(previous)
+    assert "forward" in launcher_calls and "quant" in launcher_calls
+    assert len(compiled) == len(launched)
+    for a, b in zip(compiled, launched):
+        assert_same_bits(a, b)
+
+
+def test_recipe_options_no_preset_takes_go_to_the_python_launcher(launcher_calls, monkeypatch):
+    """Compiled only where a preset takes them (rmsnorm/aot/build.py, RECIPE_*): the fused
+    quantizer with gemma's casting, the unrounded sum without a weight or in rows off 16
+    bytes, are the launcher's, with the same bits as it computes them."""
+    from rmsnorm.launch import quant
+
+    fn = quant.forward_quant
+    monkeypatch.setattr(quant, "forward_quant",
+                        lambda *a, **k: launcher_calls.append("quant") or fn(*a, **k))
+    x, r = (torch.randn(33, 1000, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    w = torch.randn(1000, device="cuda", dtype=torch.bfloat16)
+    calls = [
+        lambda: rmsnorm.rms_norm_quant(x, w, quantizer="vllm_fused", casting_mode="gemma"),
+        lambda: rmsnorm.fused_add_rms_norm(x, r, None, normalized_sum="fp32"),
+        lambda: rmsnorm.fused_add_rms_norm(x[:, 1:], r[:, 1:], w[1:], normalized_sum="fp32"),
+    ]
+    for call in calls:
+        launcher_calls.clear()
+        got = call()
+        assert launcher_calls, call
+        previous = rmsnorm.use_compiled_kernels(False)
+        try:
+            want = call()
+        finally:
+            rmsnorm.use_compiled_kernels(previous)
+        for a, b in zip(got, want):
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert_same_bits(a, b)

@@ -116,6 +116,21 @@ rmsnorm_status open(Context& c) {
     return current_device(*c.driver, &c.device);
 }
 
+// The vendor recipes' options are compiled where their presets take them, not for every
+// kernel (rmsnorm/aot/build.py, RECIPE_*): a key asking for one that has no image names the
+// option instead of failing as a missing kernel.
+rmsnorm_status check_recipe_compiled(const Context& c, const KernelKey& key) {
+    if ((!key.fp32_sum && !key.vllm_fused) || find_image(*c.device, key) != nullptr)
+        return succeed();
+    return unsupported(
+        std::string(key.vllm_fused ? "quantizer RMSNORM_QUANTIZER_VLLM_FUSED" : "normalized_sum "
+                                                                               "RMSNORM_SUM_FP32") +
+        " is compiled for the presets that take it: f16 and bf16 rows with a weight of their "
+        "dtype, 16-byte aligned with n and the row strides multiples of 16, and for the fused "
+        "quantizer RMSNORM_LLAMA (docs/USAGE.md, \"Recipes\"); this call is not one of them (the "
+        "Python package computes it)");
+}
+
 // The grid of image's launch over `rows` rows (launch_plan.hpp).
 int64_t programs_for(const KernelImage& image, int64_t rows, int sm_count) {
     return grid_of(rows, image.rows, image.programs_per_sm, sm_count);
@@ -246,6 +261,9 @@ rmsnorm_status forward(const rmsnorm_forward_args* args, CUstream stream, bool f
         key_of(*c.device->set, fused ? Op::kAdd : Op::kForward, act, a.weight, a.casting_mode, a.n);
     // Every launch's pointers are as aligned as the first's (kRowsPerLaunch).
     key.align = p.alignment();
+    // An f32 sum rounded to f32 is the unrounded one: the rounded sum's kernel computes it.
+    key.fp32_sum = a.normalized_sum == RMSNORM_SUM_FP32 && act != RMSNORM_F32;
+    if ((s = check_recipe_compiled(c, key)) != RMSNORM_SUCCESS) return s;
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
     if ((a.launch_flags & RMSNORM_LAUNCH_REFUSE_SPLIT_ROWS) != 0 && k.image->looped &&
@@ -413,6 +431,10 @@ rmsnorm_status forward_quant(const rmsnorm_quant_args* args, CUstream stream) {
                            ": the launch table's tile for this width is not a multiple of the "
                            "group (the Python package refuses it too)");
     }
+    // The quantizers compute static scales alike.
+    key.vllm_fused = q.quantizer == RMSNORM_QUANTIZER_VLLM_FUSED && dynamic;
+    key.fp32_sum = fused && a.normalized_sum == RMSNORM_SUM_FP32;
+    if ((s = check_recipe_compiled(c, key)) != RMSNORM_SUCCESS) return s;
     Kernel k{};
     if ((s = find_kernel(*c.driver, *c.device, key, &k)) != RMSNORM_SUCCESS) return s;
     for (int64_t first = 0; first < a.rows; first += kRowsPerLaunch) {

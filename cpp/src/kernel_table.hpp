@@ -41,6 +41,10 @@ struct KernelKey {
     uint32_t quant = abi::kQuantNone;
     uint32_t qformat = 0;
     uint32_t group = 0;
+    // The vendor recipes' options: the fused add normalizes its unrounded sum
+    // (RMSNORM_SUM_FP32); the quantizer is vLLM's fused kernels' (RMSNORM_QUANTIZER_VLLM_FUSED).
+    bool fp32_sum = false;
+    bool vllm_fused = false;
 
     uint32_t packed() const {
         return static_cast<uint32_t>(op) << abi::kOpShift | dtype << abi::kDtypeShift |
@@ -48,7 +52,8 @@ struct KernelKey {
                uint32_t{has_dresidual} << abi::kHasDresidualShift |
                uint32_t{has_dw} << abi::kHasDwShift | align << abi::kAlignShift |
                quant << abi::kQuantShift | qformat << abi::kQformatShift |
-               group << abi::kGroupShift | variant << abi::kVariantShift;
+               group << abi::kGroupShift | uint32_t{fp32_sum} << abi::kFp32SumShift |
+               uint32_t{vllm_fused} << abi::kVllmFusedShift | variant << abi::kVariantShift;
     }
 };
 

@@ -7,6 +7,8 @@
 //   GPU's y may differ from the CPU reference's by the order of its sums, its quantization
 //   may not;
 // - the same call without y (store_unq 0) writes the same out and scales.
+// The same for vLLM's recipe (its fused kernels' quantizer, and with a residual the unrounded
+// sum, in the plain fused add too), compiled for llama's casting and the dynamic modes.
 // Rows include an all-zero one (the scales' floors) and a NaN one (the NaN outputs). Then
 // what the GPU entry point refuses as not compiled: RMSNORM_ERROR_UNSUPPORTED, before it
 // looks for a GPU, so those run on any machine.
@@ -63,13 +65,14 @@ const Mode kModes[] = {{RMSNORM_SCALE_STATIC, 0},
 struct QuantCase {
     rmsnorm_dtype dtype;
     bool fused;
+    bool vllm = false;  // RMSNORM_QUANTIZER_VLLM_FUSED (and RMSNORM_SUM_FP32 when fused)
 };
 
 class GpuQuantMatchesCpu : public GpuTest, public ::testing::WithParamInterface<QuantCase> {
  protected:
     // One width: every casting mode, format and mode, each call checked as the file says.
     void check_width(int64_t rows, int64_t n, std::mt19937& gen) {
-        const auto [dtype, fused] = GetParam();
+        const auto [dtype, fused, vllm] = GetParam();
         const size_t count = static_cast<size_t>(rows * n);
         std::normal_distribution<float> normal(0.0f, 1.5f);
         std::uniform_real_distribution<float> weight(0.5f, 2.0f);
@@ -97,8 +100,10 @@ class GpuQuantMatchesCpu : public GpuTest, public ::testing::WithParamInterface<
         if (fused) {
             f.residual = rmsnorm_rows{dres.get(), n, dtype};
             f.residual_out = rmsnorm_rows{res_plain.get(), n, dtype};
+            f.normalized_sum = vllm ? RMSNORM_SUM_FP32 : RMSNORM_SUM_ROUNDED;
         }
         for (const rmsnorm_casting_mode casting : {RMSNORM_LLAMA, RMSNORM_GEMMA}) {
+            if (vllm && casting != RMSNORM_LLAMA) continue;
             f.casting_mode = casting;
             f.y = rmsnorm_rows{y_plain.get(), n, dtype};
             f.residual_out.data = fused ? res_plain.get() : nullptr;
@@ -109,6 +114,7 @@ class GpuQuantMatchesCpu : public GpuTest, public ::testing::WithParamInterface<
             const auto res_want = fused ? download<uint16_t>(res_plain, count) : y_want;
             for (const rmsnorm_quant_format format : {RMSNORM_QUANT_FP8_E4M3, RMSNORM_QUANT_INT8}) {
                 for (const Mode& m : kModes) {
+                    if (vllm && m.mode == RMSNORM_SCALE_STATIC) continue;
                     SCOPED_TRACE(std::string(casting == RMSNORM_LLAMA ? "llama" : "gemma") +
                                  (format == RMSNORM_QUANT_INT8 ? " int8" : " e4m3") + " mode " +
                                  std::to_string(m.mode) + " group " + std::to_string(m.group));
@@ -128,7 +134,7 @@ class GpuQuantMatchesCpu : public GpuTest, public ::testing::WithParamInterface<
                     const std::vector<uint16_t>& res_want, rmsnorm_quant_format format,
                     const Mode& m, Outputs o, const DeviceBuffer& scale_in,
                     const DeviceBuffer& ub) {
-        const auto [dtype, fused] = GetParam();
+        const auto [dtype, fused, vllm] = GetParam();
         const int64_t rows = f.rows, n = f.n, groups = m.group ? n / m.group : 1;
         const size_t count = static_cast<size_t>(rows * n);
         const bool int8 = format == RMSNORM_QUANT_INT8;
@@ -136,6 +142,7 @@ class GpuQuantMatchesCpu : public GpuTest, public ::testing::WithParamInterface<
         quantizer.format = format;
         quantizer.mode = m.mode;
         quantizer.group_size = m.group;
+        quantizer.vllm_fused = vllm;
         // Static: a scale at which the largest values saturate.
         quantizer.static_scale = 3.0f / quant_max(format);
         // Per-token fp8, fused: a bound under most rows' amax. Per-group: ue8m0 with llama;
@@ -163,6 +170,7 @@ class GpuQuantMatchesCpu : public GpuTest, public ::testing::WithParamInterface<
         q.scale_group_stride = transposed ? rows : 1;
         q.scale_ub = quantizer.has_ub ? static_cast<const float*>(ub.get()) : nullptr;
         q.ue8m0 = quantizer.ue8m0 ? 1 : 0;
+        q.quantizer = vllm ? RMSNORM_QUANTIZER_VLLM_FUSED : RMSNORM_QUANTIZER_VLLM;
         for (const DeviceBuffer* d : std::initializer_list<const DeviceBuffer*>{
                  o.unq, o.res_out, o.out, o.out2, &scales, &scales2})
             poison(*d);
@@ -229,10 +237,15 @@ INSTANTIATE_TEST_SUITE_P(DtypesPlainAndFused, GpuQuantMatchesCpu,
                          ::testing::Values(QuantCase{RMSNORM_BF16, false},
                                            QuantCase{RMSNORM_BF16, true},
                                            QuantCase{RMSNORM_F16, false},
-                                           QuantCase{RMSNORM_F16, true}),
+                                           QuantCase{RMSNORM_F16, true},
+                                           QuantCase{RMSNORM_BF16, false, true},
+                                           QuantCase{RMSNORM_BF16, true, true},
+                                           QuantCase{RMSNORM_F16, false, true},
+                                           QuantCase{RMSNORM_F16, true, true}),
                          [](const ::testing::TestParamInfo<QuantCase>& info) {
                              return std::string(info.param.dtype == RMSNORM_BF16 ? "bf16" : "f16") +
-                                    (info.param.fused ? "_FusedAdd" : "_Forward");
+                                    (info.param.fused ? "_FusedAdd" : "_Forward") +
+                                    (info.param.vllm ? "_VllmRecipe" : "");
                          });
 
 // A looped width of one row: the flag that refuses it in the plain forward (which has a split

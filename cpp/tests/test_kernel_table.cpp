@@ -78,11 +78,18 @@ TEST(KernelKey, EachFieldIsPackedAtItsGeneratedShift) {
     key.group = 2;
     EXPECT_EQ(key.packed(), 2u << abi::kGroupShift);
     key = base;
+    key.fp32_sum = true;
+    EXPECT_EQ(key.packed(), 1u << abi::kFp32SumShift);
+    key = base;
+    key.vllm_fused = true;
+    EXPECT_EQ(key.packed(), 1u << abi::kVllmFusedShift);
+    key = base;
     key.variant = 5;
     EXPECT_EQ(key.packed(), 5u << abi::kVariantShift);
     // The widest of every field together stays in its bits.
     key = rmsnorm::detail::KernelKey{Op::kReduce, 3, true, true, true, true, 0, 3};
     key.quant = key.qformat = key.group = 3;
+    key.fp32_sum = key.vllm_fused = true;
     key.variant = (1u << abi::kVariantBits) - 1;
     EXPECT_EQ(key.packed(), 0xFFFFFFFFu);
 }

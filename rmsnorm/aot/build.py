@@ -16,8 +16,9 @@ or none; both casting modes (f32 needs one: rounding to f32 changes nothing); th
 with and without the fused add's gradient and with and without dw; every row of the arch's
 launch table (rmsnorm.launch.configs.rules_for, the same rows the Python launcher reads: a tile
 width or the looped path, and the launch measured for its widths); one-level row strides;
-the dw reduction for each dw dtype and column block; and the quantized forward (QUANT_*
-below: a bounded subset, each spec costs CI build time). Each of the others comes in
+the dw reduction for each dw dtype and column block; the quantized forward (QUANT_*
+below: a bounded subset, each spec costs CI build time); and the vendor recipes' options
+where their presets take them (RECIPE_*). Each of the others comes in
 three alignments, specialised as Triton's JIT specializes on the same facts (so that the C
 path runs the very kernels the Python path compiles): ALIGN_VEC, 16-byte aligned pointers
 with n and the row strides multiples of 16 (vector loads); ALIGN_PTR, aligned pointers
@@ -77,7 +78,16 @@ QUANT_ALIGN = ALIGN_VEC
 
 KEY_FIELDS = (("op", 2), ("dtype", 2), ("has_w", 1), ("llama", 1), ("has_dresidual", 1),
               ("has_dw", 1), ("align", 2), ("quant", 2), ("qformat", 2), ("group", 2),
-              ("variant", 16))
+              ("fp32_sum", 1), ("vllm_fused", 1), ("variant", 14))
+
+# The vendor recipes' options (docs/USAGE.md, "Recipes"), compiled where a preset takes them
+# and nowhere else (the rest is the Python launcher's): the fused add normalizing its
+# unrounded sum (FlashInfer's fused add, vLLM's fused quantizers with a residual), for the
+# activations whose sum rounding changes it (f32's does not), with the weight, both casting
+# modes; the fused quantizer's formulas (vLLM's per-token and per-group norm-quant kernels)
+# with llama's casting, theirs. Vectorised layouts only, as the quantized forward.
+RECIPE_DTYPES = ("f16", "bf16")
+RECIPE_ALIGN = ALIGN_VEC
 
 
 def casting_modes(dtype, has_w):
@@ -103,13 +113,18 @@ class Spec:
     quant: int = 0
     qformat: str = ""
     group: int = 0
+    # add: the unrounded sum is normalized (normalized_sum="fp32"); quantized: vLLM's fused
+    # kernels' formulas (quantizer="vllm_fused").
+    fp32_sum: bool = False
+    vllm_fused: bool = False
 
     def key(self) -> int:
         values = dict(op=OPS.index(self.op), dtype=DTYPES.index(self.dtype), has_w=self.has_w,
                       llama=self.llama, has_dresidual=self.has_dresidual, has_dw=self.has_dw,
                       align=self.align, variant=self.variant, quant=self.quant,
                       qformat=QFORMATS.index(self.qformat) if self.quant else 0,
-                      group=GROUP_SIZES.index(self.group))
+                      group=GROUP_SIZES.index(self.group), fp32_sum=self.fp32_sum,
+                      vllm_fused=self.vllm_fused)
         key, shift = 0, 0
         for field, bits in KEY_FIELDS:
             if not 0 <= values[field] < 1 << bits:
@@ -139,6 +154,11 @@ def specs(arch):
             for align in (ALIGN_NONE, ALIGN_PTR, ALIGN_VEC):
                 out.append(Spec("reduce", dtype, variant=block_c.bit_length() - 1,
                                 align=align))
+    for dtype in RECIPE_DTYPES:
+        for variant in range(len(table_rows("add", dtype, arch))):
+            for llama in casting_modes(dtype, True):
+                out.append(Spec("add", dtype, True, llama, variant=variant, align=RECIPE_ALIGN,
+                                fp32_sum=True))
     return sorted(out + quant_specs(arch), key=Spec.key)
 
 
@@ -157,9 +177,16 @@ def quant_specs(arch):
                         for quant, group in ((1, 0), (2, 0), *((3, g) for g in GROUP_SIZES[1:])):
                             if group and rule.block_n % group:
                                 continue
-                            out.append(Spec(op, dtype, True, llama, variant=variant,
-                                            align=QUANT_ALIGN, quant=quant, qformat=qformat,
-                                            group=group))
+                            spec = Spec(op, dtype, True, llama, variant=variant,
+                                        align=QUANT_ALIGN, quant=quant, qformat=qformat,
+                                        group=group)
+                            out.append(spec)
+                            # vLLM's fused per-token and per-group kernels (RECIPE_*): llama,
+                            # and with a residual the unrounded sum.
+                            if quant != 1 and llama and dtype in RECIPE_DTYPES:
+                                out.append(dataclasses.replace(
+                                    spec, align=RECIPE_ALIGN, vllm_fused=True,
+                                    fp32_sum=op == "add"))
     return out
 
 
@@ -185,8 +212,14 @@ def _launch(spec, arch):
     fused = spec.op == "add" or spec.has_dresidual
     streams = configs.streams(spec.op, fused)
     if spec.quant:
-        return configs.quantized_launch(rule, QUANT_MODES[spec.quant], streams, wb, arch)
-    return configs.rule_launch(rule, streams, wb, arch)
+        launch = configs.quantized_launch(rule, QUANT_MODES[spec.quant], streams, wb, arch)
+    else:
+        launch = configs.rule_launch(rule, streams, wb, arch)
+    if spec.fp32_sum:
+        # As the Python launcher changes it (rmsnorm.launch.ops._launch).
+        launch = configs.fp32_sum_launch(launch, ELEM_BYTES[spec.dtype], wb, arch,
+                                         TABLE_DTYPES[spec.dtype])
+    return launch
 
 
 def _signature(spec, arch):
@@ -227,12 +260,13 @@ def _signature(spec, arch):
         consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
                       HAS_RESIDUAL=spec.op == "add", VEC=row_vec, QUANT=spec.quant,
                       Q_DTYPE=getattr(tl, q_dtype), GROUP_SIZE=spec.group,
-                      NORMALIZE_FP32_SUM=False, QUANTIZER_FUSED=False)
+                      NORMALIZE_FP32_SUM=spec.fp32_sum, QUANTIZER_FUSED=spec.vllm_fused)
     else:
         kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
         pointers = dict(X=t, RESIDUAL=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
         consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
-                      HAS_RESIDUAL=spec.op == "add", VEC=row_vec, NORMALIZE_FP32_SUM=False)
+                      HAS_RESIDUAL=spec.op == "add", VEC=row_vec,
+                      NORMALIZE_FP32_SUM=spec.fp32_sum)
     types = {}
     for name in kernel.arg_names:
         if name in consts:

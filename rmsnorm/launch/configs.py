@@ -335,6 +335,23 @@ def quantized_launch(rule: Rule, scales: str, streams: int, weight_bytes: int,
     return dataclasses.replace(launch, max_registers=cap)
 
 
+def fp32_sum_launch(launch: Launch, elem_bytes: int, weight_bytes: int,
+                    arch: int = DEFAULT_ARCH, dtype: typing.Optional[str] = None) -> Launch:
+    """The launch that normalizes the fused add's unrounded sum instead of `launch`: the sum
+    is held in fp32, so a tile kept in its storage dtype (keep_stored) becomes an fp32 tile
+    where one that wide fits the registers, else the table's looped launch; the split forward
+    becomes the looped one (it normalizes the sum it wrote). Arguments as forward_launch's;
+    the Python launcher and the AOT build both derive the launch here."""
+    if launch.path == "tile" and launch.keep_stored:
+        if launch.block_n * launch.chunks <= widest_tile(elem_bytes):
+            return dataclasses.replace(launch, keep_stored=False)
+        launch = forward_launch(widest_tile(elem_bytes, keep_stored=True) + 1, elem_bytes, True,
+                                weight_bytes, arch, dtype)
+    if launch.path == "split":
+        launch = dataclasses.replace(launch, path="loop")
+    return launch
+
+
 def rule_launch(rule: Rule, streams: int, weight_bytes: int,
                 arch: int = DEFAULT_ARCH) -> Launch:
     """The launch of a table row: its pipelining depth cut to the arch's shared memory for

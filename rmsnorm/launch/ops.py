@@ -235,21 +235,11 @@ def _launch(x, residual, weight, eps, offset, casting_mode, y, residual_out, rst
 
 
 def fp32_sum_launch(launch, x, residual, weight):
-    """The launch that normalizes the fused add's unrounded sum for x's rows: the sum is
-    held in fp32, so a tile kept in its storage dtype (keep_stored) becomes an fp32 tile
-    where one that wide fits the registers, else the table's looped launch; the split
-    forward becomes the looped one (it normalizes the sum it wrote)."""
-    elem = max(x.element_size(), residual.element_size())
-    if launch.path == "tile" and launch.keep_stored:
-        if launch.block_n * launch.chunks <= configs.widest_tile(elem):
-            return dataclasses.replace(launch, keep_stored=False)
-        launch = configs.forward_launch(
-            configs.widest_tile(elem, keep_stored=True) + 1, elem, True,
-            weight.element_size() if weight is not None else 0, _arch(x.device),
-            _table_dtype(x, residual))
-    if launch.path == "split":
-        launch = dataclasses.replace(launch, path="loop")
-    return launch
+    """configs.fp32_sum_launch for x's rows."""
+    return configs.fp32_sum_launch(
+        launch, max(x.element_size(), residual.element_size()),
+        weight.element_size() if weight is not None else 0, _arch(x.device),
+        _table_dtype(x, residual))
 
 
 def _check_launch(launch, n, op):

@@ -15,6 +15,7 @@ import torch
 
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 MODES = {"llama": 0, "gemma": 1}
+NORMALIZED_SUMS = {"rounded": 0, "fp32": 1}
 
 
 class Rows(ctypes.Structure):
@@ -28,7 +29,8 @@ class ForwardArgs(ctypes.Structure):
                 ("weight_dtype", ctypes.c_int), ("y", Rows), ("rstd", ctypes.c_void_p),
                 ("eps", ctypes.c_float), ("offset", ctypes.c_float),
                 ("casting_mode", ctypes.c_int), ("accumulation", ctypes.c_int),
-                ("launch_flags", ctypes.c_uint)]
+                ("launch_flags", ctypes.c_uint), ("normalized_sum", ctypes.c_int),
+                ("reserved", ctypes.c_uint32)]
 
 
 class BackwardArgs(ctypes.Structure):
@@ -120,15 +122,16 @@ def _stream(device):
 
 
 def forward(x, weight, eps, offset, casting_mode, y, rstd=None, residual=None,
-            residual_out=None):
-    """y (and, fused, residual_out) from 2-D x [rows, n]; rstd: a [rows] fp32 tensor or None."""
+            residual_out=None, normalized_sum="rounded"):
+    """y (and, fused, residual_out) from 2-D x [rows, n]; rstd: a [rows] fp32 tensor or None;
+    normalized_sum: the fused add's ("rounded" or "fp32")."""
     lib = _lib()
     args = ForwardArgs(ctypes.sizeof(ForwardArgs), x.shape[0], x.shape[1], _rows(x),
                        _rows(residual), _rows(residual_out),
                        None if weight is None else weight.data_ptr(),
                        DTYPES[weight.dtype] if weight is not None else 0, _rows(y),
                        None if rstd is None else rstd.data_ptr(), eps, offset,
-                       MODES[casting_mode], 0, 0)
+                       MODES[casting_mode], 0, 0, NORMALIZED_SUMS[normalized_sum])
     fn = lib.rmsnorm_fused_add_forward if residual is not None else lib.rmsnorm_forward
     _check(lib, fn(ctypes.byref(args), _stream(x.device)))
 

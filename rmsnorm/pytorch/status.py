@@ -24,6 +24,9 @@ TRITON_CASES = (
     "the quantized forward (rms_norm_quant, fused_add_rms_norm_quant) of float32 tensors, "
     "without a weight, to float8_e5m2, or with any pointer not 16-byte aligned or n or a row "
     "stride not a multiple of 16",
+    "recipe options in combinations no preset takes (normalized_sum='fp32' without a weight or "
+    "in rows not 16-byte aligned; quantizer='vllm_fused' with casting_mode='gemma', or the "
+    "unrounded sum with vLLM's standalone quantizers)",
 )
 KERNELS = ("compiled", "triton")
 

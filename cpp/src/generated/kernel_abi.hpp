@@ -27,7 +27,9 @@ constexpr unsigned kAlignShift = 8, kAlignBits = 2;
 constexpr unsigned kQuantShift = 10, kQuantBits = 2;
 constexpr unsigned kQformatShift = 12, kQformatBits = 2;
 constexpr unsigned kGroupShift = 14, kGroupBits = 2;
-constexpr unsigned kVariantShift = 16, kVariantBits = 16;
+constexpr unsigned kFp32SumShift = 16, kFp32SumBits = 1;
+constexpr unsigned kVllmFusedShift = 17, kVllmFusedBits = 1;
+constexpr unsigned kVariantShift = 18, kVariantBits = 14;
 
 // The launch table's ops (rmsnorm.launch.configs.OPS: the first op codes) and the most
 // rows a group of them holds on one arch (rmsnorm.aot.emit.MAX_WIDTH_RULES).

@@ -151,7 +151,7 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& x, const OptTensor& weight, do
 // False when the compiled kernels do not cover the call.
 bool add_into(const Tensor& x, const Tensor& residual, const OptTensor& weight, const Tensor& y,
               const Tensor& residual_out, const Tensor& rstd, double eps, double offset,
-              Mode casting_mode) {
+              Mode casting_mode, Mode normalized_sum) {
     const auto sx = row_stride(x), sresidual = row_stride(residual), sy = row_stride(y),
                sresidual_out = row_stride(residual_out);
     if (!sx || !sresidual || !sy || !sresidual_out) return false;
@@ -161,13 +161,15 @@ bool add_into(const Tensor& x, const Tensor& residual, const OptTensor& weight, 
     a.residual = rows_of(residual, *sresidual);
     a.residual_out = rows_of(residual_out, *sresidual_out);
     a.rstd = rstd_data(rstd);
+    a.normalized_sum = *normalized_sum_of(normalized_sum);
     return launched(in_context(x, [&] { return rmsnorm_fused_add_forward(&a, stream_of(x)); }));
 }
 
-// librmsnorm's kernels normalize the rounded sum: the unrounded one is the Python launcher's.
+// Either sum (librmsnorm refuses the unrounded one where it compiled no kernel for it: the
+// launcher's then).
 bool add_covered(const Tensor& x, const Tensor& residual, const OptTensor& weight, double eps,
                  double offset, Mode casting_mode, Mode normalized_sum) {
-    return normalized_sum == "rounded" && covered(x, weight, eps, offset, casting_mode) &&
+    return normalized_sum_of(normalized_sum) && covered(x, weight, eps, offset, casting_mode) &&
            same_shape(residual, x);
 }
 
@@ -179,7 +181,8 @@ std::tuple<Tensor, Tensor, Tensor> add_fwd_cuda(const Tensor& x, const Tensor& r
         Tensor y = empty(x.sizes(), x.scalar_type(), x.device());
         Tensor residual_out = empty(x.sizes(), x.scalar_type(), x.device());
         Tensor rstd = rstd_for(x, return_rstd);
-        if (add_into(x, residual, weight, y, residual_out, rstd, eps, offset, casting_mode))
+        if (add_into(x, residual, weight, y, residual_out, rstd, eps, offset, casting_mode,
+                     normalized_sum))
             return {y, residual_out, rstd};
     }
     return triton_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode,
@@ -198,7 +201,8 @@ Tensor add_fwd_inplace_cuda(const Tensor& x, const Tensor& residual, const OptTe
     if (add_covered(x, residual, weight, eps, offset, casting_mode, normalized_sum) &&
         updatable(residual, x, weight)) {
         Tensor y = empty(x.sizes(), x.scalar_type(), x.device());
-        if (add_into(x, residual, weight, y, residual, Tensor(), eps, offset, casting_mode))
+        if (add_into(x, residual, weight, y, residual, Tensor(), eps, offset, casting_mode,
+                     normalized_sum))
             return y;
     }
     return triton_ops().add_fwd_inplace.call(x, residual, weight, eps, offset, casting_mode,
@@ -224,10 +228,12 @@ bool into_covered(const Tensor& x, const OptTensor& residual, const OptTensor& w
 void fwd_into_cuda(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
                    const Tensor& y, const OptTensor& residual_out, double eps, double offset,
                    Mode casting_mode, Mode normalized_sum) {
-    if (normalized_sum == "rounded" && covered(x, weight, eps, offset, casting_mode) &&
+    // The unrounded sum is the fused add's (the launcher names it without a residual).
+    if ((normalized_sum == "rounded" || (residual && normalized_sum == "fp32")) &&
+        covered(x, weight, eps, offset, casting_mode) &&
         into_covered(x, residual, weight, y, residual_out)) {
         const bool done = residual ? add_into(x, *residual, weight, y, *residual_out, Tensor(), eps,
-                                              offset, casting_mode)
+                                              offset, casting_mode, normalized_sum)
                                    : norm_into(x, weight, y, Tensor(), eps, offset, casting_mode);
         if (done) return;
     }
@@ -336,8 +342,9 @@ QuantOutputs quant_outputs(const Tensor& x, const OptTensor& scale, at::ScalarTy
 // take the call.
 bool quant_into(const Tensor& x, const OptTensor& residual, const Tensor& residual_out,
                 const OptTensor& weight, const OptTensor& scale, const OptTensor& scale_ub,
-                double eps, double offset, Mode casting_mode, int64_t group_size, bool ue8m0,
-                bool transposed_scales, const QuantOutputs& o) {
+                double eps, double offset, Mode casting_mode, Mode normalized_sum,
+                Mode quantizer, int64_t group_size, bool ue8m0, bool transposed_scales,
+                const QuantOutputs& o) {
     const auto sx = row_stride(x);
     const auto sresidual = residual ? row_stride(*residual) : std::optional<int64_t>(0);
     const auto sresidual_out = residual ? row_stride(residual_out) : std::optional<int64_t>(0);
@@ -348,6 +355,7 @@ bool quant_into(const Tensor& x, const OptTensor& residual, const Tensor& residu
     if (residual) {
         f.residual = rows_of(*residual, *sresidual);
         f.residual_out = rows_of(residual_out, *sresidual_out);
+        f.normalized_sum = *normalized_sum_of(normalized_sum);
     }
     const int64_t n = x.size(-1), rows = x.numel() / n;
     if (o.unquantized.numel()) f.y = rows_of(o.unquantized, n);
@@ -366,6 +374,7 @@ bool quant_into(const Tensor& x, const OptTensor& residual, const Tensor& residu
     a.scale_group_stride = transposed_scales ? rows : 1;
     a.scale_ub = scale_ub ? scale_ub->data_ptr<float>() : nullptr;
     a.ue8m0 = ue8m0 ? 1 : 0;
+    a.quantizer = *quantizer_of(quantizer);
     return launched(in_context(x, [&] { return rmsnorm_forward_quant(&a, stream_of(x)); }));
 }
 
@@ -373,9 +382,10 @@ bool quant_covered(const Tensor& x, const OptTensor& residual, const OptTensor& 
                    const OptTensor& scale, const OptTensor& scale_ub, double eps, double offset,
                    Mode casting_mode, Mode normalized_sum, Mode quantizer,
                    at::ScalarType quant_dtype, int64_t group_size) {
-    // librmsnorm compiles rmsnorm's default recipe only (the rounded sum, vLLM's standalone
-    // quantizers); the others are the Python launcher's.
-    return normalized_sum == "rounded" && quantizer == "vllm" && weight &&
+    // Every recipe option (librmsnorm refuses the combinations it compiled no kernel for: the
+    // launcher's then); the unrounded sum is the fused add's.
+    return (normalized_sum == "rounded" || (residual && normalized_sum == "fp32")) &&
+           quantizer_of(quantizer) && weight &&
            covered(x, weight, eps, offset, casting_mode) && format_of(quant_dtype) &&
            (group_size == 0 || group_size == 64 || group_size == 128) &&
            (group_size == 0 || x.size(-1) % group_size == 0) && one_float(scale, x) &&
@@ -394,7 +404,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cuda(
         const Tensor residual_out = residual ? empty(x.sizes(), x.scalar_type(), x.device())
                                              : empty({0}, x.scalar_type(), x.device());
         if (quant_into(x, residual, residual_out, weight, scale, scale_ub, eps, offset,
-                       casting_mode, group_size, ue8m0, transposed_scales, o))
+                       casting_mode, normalized_sum, quantizer, group_size, ue8m0,
+                       transposed_scales, o))
             return {o.out, o.scales, residual_out, o.unquantized};
     }
     return triton_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
@@ -413,7 +424,7 @@ std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cuda(
         const QuantOutputs o = quant_outputs(x, scale, quant_dtype, group_size, transposed_scales,
                                              return_unquantized);
         if (quant_into(x, residual, residual, weight, scale, scale_ub, eps, offset, casting_mode,
-                       group_size, ue8m0, transposed_scales, o))
+                       normalized_sum, quantizer, group_size, ue8m0, transposed_scales, o))
             return {o.out, o.scales, o.unquantized};
     }
     return triton_ops().quant_add_fwd_inplace.call(

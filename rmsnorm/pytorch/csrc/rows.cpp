@@ -77,4 +77,16 @@ std::optional<rmsnorm_casting_mode> casting_mode_of(c10::string_view casting_mod
     return std::nullopt;
 }
 
+std::optional<rmsnorm_normalized_sum> normalized_sum_of(c10::string_view normalized_sum) {
+    if (normalized_sum == "rounded") return RMSNORM_SUM_ROUNDED;
+    if (normalized_sum == "fp32") return RMSNORM_SUM_FP32;
+    return std::nullopt;
+}
+
+std::optional<rmsnorm_quantizer> quantizer_of(c10::string_view quantizer) {
+    if (quantizer == "vllm") return RMSNORM_QUANTIZER_VLLM;
+    if (quantizer == "vllm_fused") return RMSNORM_QUANTIZER_VLLM_FUSED;
+    return std::nullopt;
+}
+
 }  // namespace rmsnorm_torch

@@ -35,5 +35,9 @@ bool scalars_valid(double eps, double offset, bool has_weight);
 
 // The casting mode, or nullopt when it is neither "llama" nor "gemma".
 std::optional<rmsnorm_casting_mode> casting_mode_of(c10::string_view casting_mode);
+// The recipe options' C enums ("rounded", "fp32"; "vllm", "vllm_fused"); nullopt for any other
+// string.
+std::optional<rmsnorm_normalized_sum> normalized_sum_of(c10::string_view normalized_sum);
+std::optional<rmsnorm_quantizer> quantizer_of(c10::string_view quantizer);
 
 }  // namespace rmsnorm_torch
