@@ -1,6 +1,7 @@
 """The quantizer's conversion itself (rmsnorm.kernels.quantize.quantize), value by value:
-saturation, round-to-nearest-even at every tie of every binade, subnormals and NaN, against
-torch's own conversions. Under the interpreter fp8 is rounded on the bits; on the GPU both the
+saturation (infinities included), round-to-nearest-even at every tie of every binade,
+subnormals and NaN, against torch's own conversions (on the GPU int8 is one cvt.rni.s8.f32,
+quantize.int8_of). Under the interpreter fp8 is rounded on the bits; on the GPU both the
 GPU's conversion and the bit-level one are held to torch."""
 
 import pytest
@@ -38,7 +39,7 @@ def values(quant_dtype):
     near = torch.cat([torch.nextafter(mids, mids + 1), torch.nextafter(mids, mids - 1)])
     top = grid.abs().max().item()
     extra = torch.tensor([top * 1.01, -top * 1.01, top * 4, -top * 4, 1e-30, -1e-30, 0.0, -0.0,
-                          float("nan"), 3e38, -3e38])
+                          float("nan"), 3e38, -3e38, float("inf"), float("-inf")])
     return torch.cat([grid, mids, near, extra])
 
 
