@@ -452,7 +452,8 @@ rmsnorm_status check_options(const rmsnorm_quant_args& q) {
         if (q.scale_mode != RMSNORM_SCALE_PER_TOKEN) {
             return invalid(
                 "scale_ub is set; it bounds per-token scales (RMSNORM_SCALE_PER_TOKEN) alone "
-                "(NULL)");
+                "(NULL; a bound on per-group scales, as vLLM's per-block kernel takes, is not "
+                "finished)");
         }
     }
     if (q.ue8m0 != 0 && q.ue8m0 != 1) {

@@ -67,7 +67,9 @@ def check(x, quant_dtype, scale, group_size, scale_ub, ue8m0, transposed_scales)
             raise ValueError("scale_ub bounds dynamic fp8 scales; int8 takes none")
         if scale is not None or group_size is not None:
             raise ValueError("scale_ub bounds dynamic per-token scales; give it without "
-                             "scale and group_size")
+                             "scale and group_size (a bound on per-group scales, which vLLM's "
+                             "rms_norm_per_block_quant takes, is not finished: "
+                             "docs/USAGE.md, \"Recipes\")")
     if group_size is not None:
         if type(group_size) is not int or group_size not in quant_contract.GROUP_SIZES:
             raise ValueError(f"group_size must be one of {quant_contract.GROUP_SIZES} or None, "
