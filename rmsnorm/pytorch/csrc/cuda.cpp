@@ -165,11 +165,17 @@ bool add_into(const Tensor& x, const Tensor& residual, const OptTensor& weight, 
     return launched(in_context(x, [&] { return rmsnorm_fused_add_forward(&a, stream_of(x)); }));
 }
 
-// Either sum (librmsnorm refuses the unrounded one where it compiled no kernel for it: the
-// launcher's then).
+// A known normalized_sum, the unrounded one only with a residual (the launcher names it
+// without one). librmsnorm refuses the unrounded sum where it compiled no kernel for it: the
+// launcher's then.
+bool sum_covered(Mode normalized_sum, bool fused) {
+    const auto sum = normalized_sum_of(normalized_sum);
+    return sum && (fused || *sum == RMSNORM_SUM_ROUNDED);
+}
+
 bool add_covered(const Tensor& x, const Tensor& residual, const OptTensor& weight, double eps,
                  double offset, Mode casting_mode, Mode normalized_sum) {
-    return normalized_sum_of(normalized_sum) && covered(x, weight, eps, offset, casting_mode) &&
+    return sum_covered(normalized_sum, true) && covered(x, weight, eps, offset, casting_mode) &&
            same_shape(residual, x);
 }
 
@@ -228,8 +234,7 @@ bool into_covered(const Tensor& x, const OptTensor& residual, const OptTensor& w
 void fwd_into_cuda(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
                    const Tensor& y, const OptTensor& residual_out, double eps, double offset,
                    Mode casting_mode, Mode normalized_sum) {
-    // The unrounded sum is the fused add's (the launcher names it without a residual).
-    if ((normalized_sum == "rounded" || (residual && normalized_sum == "fp32")) &&
+    if (sum_covered(normalized_sum, residual.has_value()) &&
         covered(x, weight, eps, offset, casting_mode) &&
         into_covered(x, residual, weight, y, residual_out)) {
         const bool done = residual ? add_into(x, *residual, weight, y, *residual_out, Tensor(), eps,
@@ -383,8 +388,8 @@ bool quant_covered(const Tensor& x, const OptTensor& residual, const OptTensor& 
                    Mode casting_mode, Mode normalized_sum, Mode quantizer,
                    at::ScalarType quant_dtype, int64_t group_size) {
     // Every recipe option (librmsnorm refuses the combinations it compiled no kernel for: the
-    // launcher's then); the unrounded sum is the fused add's.
-    return (normalized_sum == "rounded" || (residual && normalized_sum == "fp32")) &&
+    // launcher's then).
+    return sum_covered(normalized_sum, residual.has_value()) &&
            quantizer_of(quantizer) && weight &&
            covered(x, weight, eps, offset, casting_mode) && format_of(quant_dtype) &&
            (group_size == 0 || group_size == 64 || group_size == 128) &&
