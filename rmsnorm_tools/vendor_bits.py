@@ -171,7 +171,7 @@ def vllm_case(vl, op, x, r, w):
             scales = torch.empty(n // group, m, device=x.device).t()
         else:
             scales = torch.empty(m, n // group, device=x.device)
-        vl.rms_norm_per_block_quant(out, x, w, scales, EPS, None, rv, group, transposed)
+        vl.rms_norm_per_block_quant(out, x, w, scales, EPS, scale_ub, rv, group, transposed)
     vendor = {"q": out, "scales": scales}
     if add:
         vendor["residual"] = rv
@@ -268,9 +268,10 @@ def classify(vendor, preset, recipe, max_ulps=MAX_ULPS):
 
 
 VLLM_OPS = ("rms", "add", "static_fp8", "add_static_fp8", "tok_fp8", "tok_int8",
-            "add_tok_fp8", "add_tok_int8", "tok_fp8_ub", "add_tok_fp8_ub", "grp64_fp8", "grp128_fp8", "grp128_int8",
-            "grp64_int8", "add_grp64_fp8", "add_grp64_int8", "add_grp128_fp8",
-            "add_grp128_int8", "grp128_fp8_t", "add_grp64_int8_t")
+            "add_tok_fp8", "add_tok_int8", "tok_fp8_ub", "add_tok_fp8_ub", "grp64_fp8",
+            "grp128_fp8", "grp128_int8", "grp64_int8", "add_grp64_fp8", "add_grp64_int8",
+            "add_grp128_fp8", "add_grp128_int8", "grp128_fp8_t", "add_grp64_int8_t",
+            "grp128_fp8_ub", "add_grp64_fp8_ub")
 FI_OPS = ("fi_rms", "fi_add", "fi_gemma_rms", "fi_gemma_add")
 
 

@@ -261,6 +261,14 @@ def run_recipes(x, r, w):
             qi = rmsnorm.fused_add_rms_norm_quant(x, r_inplace, w, **kw, inplace=True)
             out += [q.out, q.scales, qa.out, qa.scales, qa.residual_out, qa.unquantized, qi.out,
                     qi.scales, r_inplace]
+    # A bound under most rows' and groups' max: per token and (vLLM's per-block kernel) per
+    # group.
+    ub = torch.tensor([2.0], device=x.device)
+    for group_size in groups:
+        q = rmsnorm.rms_norm_quant(x, w, group_size=group_size, scale_ub=ub, recipe="vllm")
+        qa = rmsnorm.fused_add_rms_norm_quant(x, r, w, group_size=group_size, scale_ub=ub,
+                                              recipe="vllm")
+        out += [q.out, q.scales, qa.out, qa.scales, qa.residual_out]
     return out
 
 

@@ -180,6 +180,50 @@ def test_looped_quantized_rows_follow_the_vllm_recipe(device, quant_dtype, group
     assert_same(scales, s, "scales")
 
 
+@pytest.mark.parametrize("path", ["tile", "loop"])
+@pytest.mark.parametrize("bound", ["saturating", "nan"])
+@pytest.mark.parametrize("fused", [False, True], ids=["norm", "fused-add"])
+@pytest.mark.parametrize("group_size", [64, 128])
+def test_the_vllm_recipe_bounds_group_scales_by_scale_ub(device, group_size, fused, bound,
+                                                         path):
+    # vLLM's rms_norm_per_block_quant: each group's max is bounded by min(amax, *scale_ub)
+    # (fminf: a NaN bound bounds nothing) before its scale is formed; its groups saturate.
+    x, r, w = _inputs((5, 512), torch.bfloat16, device, "vllm-group-ub", group_size, fused)
+    x[3, 7] = float("nan")
+    ub = torch.tensor([2.0 if bound == "saturating" else float("nan")], device=device)
+    launch = configs.Launch("loop", 256, 1, 4, 1, 1, False) if path == "loop" else None
+    out, scales, r_out, y = quant.forward_quant(
+        x, w, residual=r if fused else None, group_size=group_size, scale_ub=ub,
+        launch=launch, normalized_sum="fp32" if fused else "rounded", quantizer="vllm_fused",
+        return_unquantized=True)
+    q, s = reference.quantize(y, E4M3, group_size=group_size, scale_ub=ub,
+                              quantizer="vllm_fused")
+    assert_same(out, q, "codes")
+    assert_same(scales, s, "scales")
+    free_q, free_s = reference.quantize(y, E4M3, group_size=group_size,
+                                        quantizer="vllm_fused")
+    if bound == "nan":
+        assert_same(scales, free_s, "scales under a NaN bound")
+    else:
+        bounded = free_s > ub.item() / 448.0
+        assert bounded.any() and (scales[bounded] == ub.item() / 448.0).all()
+        assert (out.float().abs().amax(-1) == 448.0).all(), "bounded groups saturate"
+        assert torch.equal(scales[~bounded], free_s[~bounded])
+
+
+def test_a_bound_on_group_scales_is_the_vllm_fused_quantizers(device):
+    # The default quantizer (vLLM's group quantizer) has no bound: refused, naming the fix.
+    x, r, w = _inputs((2, 128), torch.bfloat16, device, "group-ub-refused")
+    ub = torch.tensor([2.0], device=device)
+    with pytest.raises(ValueError, match="give quantizer='vllm_fused'"):
+        rmsnorm.rms_norm_quant(x, w, group_size=64, scale_ub=ub)
+    got = rmsnorm.fused_add_rms_norm_quant(x, r, w, group_size=64, scale_ub=ub, recipe="vllm")
+    want = quant.forward_quant(x, w, residual=r, group_size=64, scale_ub=ub,
+                               normalized_sum="fp32", quantizer="vllm_fused")
+    assert_same(got.out, want[0], "codes")
+    assert_same(got.scales, want[1], "scales")
+
+
 def test_the_flashinfer_recipe_is_gemma_on_the_unrounded_sum(device):
     x, r, w = _inputs((5, 512), torch.bfloat16, device, "flashinfer")
     y, r_out = rmsnorm.fused_add_rms_norm(x, r, w, recipe="flashinfer")

@@ -78,7 +78,7 @@ def test_the_presets_rows_are_the_recipes_up_to_rstds_last_bits():
     # rmsnorm's CPU ops under recipe="vllm": each row is the vendor recipe's, rstd at most a
     # few ulps off; where the stand-in moved rstd, the preset's rows differ from it.
     for op in ("rms", "add", "static_fp8", "tok_fp8", "tok_fp8_ub", "add_tok_int8",
-               "add_grp128_fp8", "add_grp64_int8_t"):
+               "add_grp128_fp8", "add_grp64_int8_t", "grp128_fp8_ub", "add_grp64_fp8_ub"):
         c = classified(NudgedVllm(), op)
         assert c["preset.rows_unexplained"] == 0.0, (op, c)
         assert c["preset.rows_differ"] <= 1 - c["rows_exact"], (op, c)

@@ -26,7 +26,7 @@ struct Quantizer {
     rmsnorm_scale_mode mode = RMSNORM_SCALE_STATIC;
     int64_t group_size = 0;     // per-group
     float static_scale = 1.0f;  // static: the dequantization scale
-    bool has_ub = false;        // per-token fp8: amax is bounded by ub
+    bool has_ub = false;  // dynamic fp8 (per group with vllm_fused): amax is bounded by ub
     float ub = 0.0f;
     bool ue8m0 = false;  // per-group: scales rounded up to powers of two
     // The dynamic modes' formulas of vLLM's fused norm-quant kernels (RMSNORM_QUANTIZER_VLLM_FUSED).

@@ -449,11 +449,17 @@ rmsnorm_status check_options(const rmsnorm_quant_args& q) {
             return invalid(
                 "scale_ub is set; it bounds per-token fp8 scales, and int8 takes none (NULL)");
         }
-        if (q.scale_mode != RMSNORM_SCALE_PER_TOKEN) {
+        if (q.scale_mode == RMSNORM_SCALE_STATIC) {
             return invalid(
-                "scale_ub is set; it bounds per-token scales (RMSNORM_SCALE_PER_TOKEN) alone "
-                "(NULL; a bound on per-group scales, as vLLM's per-block kernel takes, is not "
-                "finished)");
+                "scale_ub is set; it bounds dynamic scales, and static quantization takes none "
+                "(NULL)");
+        }
+        if (q.scale_mode == RMSNORM_SCALE_PER_GROUP &&
+            q.quantizer != RMSNORM_QUANTIZER_VLLM_FUSED) {
+            return invalid(
+                "scale_ub is set with per-group scales; it bounds them as vLLM's fused "
+                "per-block kernel does, under quantizer RMSNORM_QUANTIZER_VLLM_FUSED (the "
+                "default quantizer, vLLM's group quantizer, takes no bound: NULL)");
         }
     }
     if (q.ue8m0 != 0 && q.ue8m0 != 1) {

@@ -145,9 +145,12 @@ class GpuQuantMatchesCpu : public GpuTest, public ::testing::WithParamInterface<
         quantizer.vllm_fused = vllm;
         // Static: a scale at which the largest values saturate.
         quantizer.static_scale = 3.0f / quant_max(format);
-        // Per-token fp8, fused: a bound under most rows' amax. Per-group: ue8m0 with llama;
-        // the transposed layout when fused.
-        quantizer.has_ub = fused && !int8 && m.mode == RMSNORM_SCALE_PER_TOKEN;
+        // Fused fp8, per token (and per group under vLLM's fused quantizer): a bound under
+        // most rows' and groups' amax. Per-group: ue8m0 with llama; the transposed layout
+        // when fused.
+        quantizer.has_ub = fused && !int8 &&
+                           (m.mode == RMSNORM_SCALE_PER_TOKEN ||
+                            (vllm && m.mode == RMSNORM_SCALE_PER_GROUP));
         quantizer.ub = 2.0f;
         quantizer.ue8m0 = m.mode == RMSNORM_SCALE_PER_GROUP && f.casting_mode == RMSNORM_LLAMA;
         const bool transposed = fused && m.mode == RMSNORM_SCALE_PER_GROUP;

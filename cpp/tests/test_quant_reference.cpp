@@ -286,6 +286,24 @@ TEST(QuantizeFused, GroupsTakeTheRowsFloorMultiplyByTheInverseAndSendNaNToTheTop
     EXPECT_EQ(i8.q[64], 84.0f);  // 1344 * (1 / 16)
 }
 
+TEST(QuantizeFused, ScaleUbBoundsEachGroupsAmaxAndANaNBoundBoundsNothing) {
+    // vLLM's rms_norm_per_block_quant: s = max(min(amax, ub) / qmax, floor) per group.
+    std::vector<float> y(128, 1.0f);
+    y[0] = 896.0f;   // group 0: amax 896 bounded to 448: s = 1, and 896 saturates
+    y[64] = 224.0f;  // group 1: amax 224 under the bound: s = 0.5
+    Quantizer q = fused(group_q(kE4m3, 64));
+    q.has_ub = true;
+    q.ub = 448.0f;
+    const Quantized r = quantize(q, y);
+    EXPECT_TRUE(same_floats(r.scales, {1.0f, 0.5f}));
+    EXPECT_EQ(r.q[0], 448.0f);
+    EXPECT_EQ(r.q[1], 1.0f);
+    EXPECT_EQ(r.q[64], 448.0f);
+    EXPECT_EQ(r.q[65], 2.0f);
+    q.ub = NAN;  // fminf(amax, NaN) = amax
+    EXPECT_TRUE(same_floats(quantize(q, y).scales, {2.0f, 0.5f}));
+}
+
 // ---------------------------------------------------------------------------------------------
 // rmsnorm_cpu_forward_quant end to end.
 

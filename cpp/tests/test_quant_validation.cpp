@@ -180,16 +180,19 @@ TEST_F(QuantValidation, GroupSize) {
     expect_refused(q, {"group_size 128 does not divide n = 192"});
 }
 
-TEST_F(QuantValidation, ScaleUbIsForPerTokenFp8Alone) {
+TEST_F(QuantValidation, ScaleUbIsForDynamicFp8ScalesPerGroupUnderTheFusedQuantizer) {
     q.scale_ub = &ub;
     EXPECT_EQ(rmsnorm_cpu_forward_quant(&q), RMSNORM_SUCCESS) << rmsnorm_last_error();
     q.format = RMSNORM_QUANT_INT8;
     expect_refused(q, {"scale_ub", "int8"});
     q.format = RMSNORM_QUANT_FP8_E5M2;
     q.scale_mode = RMSNORM_SCALE_STATIC;
-    expect_refused(q, {"scale_ub", "RMSNORM_SCALE_PER_TOKEN"});
+    expect_refused(q, {"scale_ub", "static quantization takes none"});
     per_group();
-    expect_refused(q, {"scale_ub", "RMSNORM_SCALE_PER_TOKEN"});
+    // vLLM's group quantizer has no bound; its fused per-block kernel has.
+    expect_refused(q, {"scale_ub", "per-group", "RMSNORM_QUANTIZER_VLLM_FUSED"});
+    q.quantizer = RMSNORM_QUANTIZER_VLLM_FUSED;
+    EXPECT_EQ(rmsnorm_cpu_forward_quant(&q), RMSNORM_SUCCESS) << rmsnorm_last_error();
 }
 
 TEST_F(QuantValidation, Ue8m0IsZeroOrOneAndForPerGroupAlone) {

@@ -173,9 +173,10 @@ def fwd_quant_tile_kernel(
     """The tile forward with y quantized: Y holds Q_DTYPE values (their bits as uint8 for
     fp8 under the interpreter); UNQ, of y's dtype and Y's strides, takes the unquantized y
     when store_unq. SCALE is read (STATIC) or written (TOKEN: row r's at r * ss_row; GROUP:
-    group g's at r * ss_row + g * ss_col); SCALE_UB bounds TOKEN's max when has_ub; ue8m0
-    rounds GROUP's scales up to powers of two. These three are run-time flags, not
-    constexprs: the AOT build compiles a kernel per mode and format, not per option."""
+    group g's at r * ss_row + g * ss_col); SCALE_UB bounds TOKEN's max, and GROUP's with
+    QUANTIZER_FUSED, when has_ub; ue8m0 rounds GROUP's scales up to powers of two. These
+    three are run-time flags, not constexprs: the AOT build compiles a kernel per mode and
+    format, not per option."""
     _tile_rows(X, RESIDUAL, W, Y, RESIDUAL_OUT, RSTD, SCALE, SCALE_UB, UNQ,
                M, N, H, rstd_rows,
                sx_o, sx_i, sresidual_o, sresidual_i, sy_o, sy_i, sresidual_out_o, sresidual_out_i,
@@ -309,7 +310,7 @@ def _tile_rows(
                 else:
                     out = _quantize_groups(yf, rows, row_mask, k * BLOCK_N, N, SCALE, ss_row,
                                            ss_col, ROWS, BLOCK_N, GROUP_SIZE, Q_DTYPE,
-                                           ue8m0, SOFT_BF16, QUANTIZER_FUSED)
+                                           ue8m0, SCALE_UB, has_ub, SOFT_BF16, QUANTIZER_FUSED)
                 tl.store(Y + y_row + c, out, mask=mask)
 
 
@@ -343,14 +344,15 @@ def _weight_at(W, c, N, offset, HAS_W: tl.constexpr, ACC: tl.constexpr,
 @triton.jit
 def _quantize_groups(yf, rows, row_mask, col0, N, SCALE, ss_row, ss_col,
                      ROWS: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_SIZE: tl.constexpr,
-                     Q_DTYPE: tl.constexpr, ue8m0, SOFT: tl.constexpr,
+                     Q_DTYPE: tl.constexpr, ue8m0, SCALE_UB, has_ub, SOFT: tl.constexpr,
                      FUSED: tl.constexpr = False):
     """A (ROWS, BLOCK_N) tile of y starting at column col0, quantized per GROUP_SIZE columns;
-    the groups' scales are stored."""
+    the groups' scales are stored (FUSED: bounded by SCALE_UB when has_ub)."""
     tl.static_assert(BLOCK_N % GROUP_SIZE == 0)
     GROUPS: tl.constexpr = BLOCK_N // GROUP_SIZE
     g = tl.reshape(yf, (ROWS, GROUPS, GROUP_SIZE))
-    s = q.group_scale(tl.max(q.abs_for_max(g, SOFT), axis=2), Q_DTYPE, ue8m0, FUSED)
+    s = q.group_scale(tl.max(q.abs_for_max(g, SOFT), axis=2), Q_DTYPE, ue8m0, SCALE_UB, has_ub,
+                      SOFT, FUSED)
     first = col0 // GROUP_SIZE + tl.arange(0, GROUPS)
     at = rows[:, None] * ss_row + first[None, :] * ss_col
     tl.store(SCALE + at, s, mask=row_mask[:, None] & (first * GROUP_SIZE < N)[None, :])
@@ -522,8 +524,8 @@ def _loop_rows(
                         _quantize_groups(yf[None, :], row + tl.zeros((1,), tl.int64),
                                          row + tl.zeros((1,), tl.int64) < M,
                                          (last - i) * BLOCK_N, N, SCALE, ss_row, ss_col, 1,
-                                         BLOCK_N, GROUP_SIZE, Q_DTYPE, ue8m0, SOFT_BF16,
-                                         QUANTIZER_FUSED),
+                                         BLOCK_N, GROUP_SIZE, Q_DTYPE, ue8m0, SCALE_UB,
+                                         has_ub, SOFT_BF16, QUANTIZER_FUSED),
                         (BLOCK_N,))
                 tl.store(Y + y_at + c, out, mask=m)
 

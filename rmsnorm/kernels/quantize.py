@@ -50,20 +50,26 @@ def abs_for_max(y, SOFT: tl.constexpr):
 
 
 @triton.jit
+def bounded(amax, SCALE_UB, has_ub, SOFT: tl.constexpr):
+    """min(amax, scale_ub) where has_ub (scale_ub read once), else amax; a NaN bound bounds
+    nothing, as vLLM's fminf takes it."""
+    ub = tl.load(SCALE_UB, mask=has_ub != 0, other=float("inf"))
+    if SOFT:
+        # The GPU's min.f32 returns the number of a (number, NaN) pair; numpy's minimum,
+        # the interpreter's, the NaN.
+        ub = tl.where(ub != ub, float("inf"), ub)
+    return tl.minimum(amax, ub)
+
+
+@triton.jit
 def token_scale(amax, SCALE_UB, has_ub, Q_DTYPE: tl.constexpr, SOFT: tl.constexpr,
                 FUSED: tl.constexpr = False):
-    """A row's dequantization scale from its max |y|: min(amax, scale_ub) / qmax (scale_ub
-    read when has_ub; a NaN bound bounds nothing, as vLLM's fminf takes it), floored at
-    1 / (qmax * 512) for fp8; int8 has neither (an all-zero row gets scale 0), except with
-    FUSED (vLLM's fused norm-quant kernels), which floor it at FLT_EPSILON."""
+    """A row's dequantization scale from its max |y|: min(amax, scale_ub) / qmax (bounded),
+    floored at 1 / (qmax * 512) for fp8; int8 has neither (an all-zero row gets scale 0),
+    except with FUSED (vLLM's fused norm-quant kernels), which floor it at FLT_EPSILON."""
     qmax = quant_max(Q_DTYPE)
     if Q_DTYPE != tl.int8:
-        ub = tl.load(SCALE_UB, mask=has_ub != 0, other=float("inf"))
-        if SOFT:
-            # The GPU's min.f32 returns the number of a (number, NaN) pair; numpy's minimum,
-            # the interpreter's, the NaN.
-            ub = tl.where(ub != ub, float("inf"), ub)
-        amax = tl.minimum(amax, ub)
+        amax = bounded(amax, SCALE_UB, has_ub, SOFT)
     s = tl.math.div_rn(amax, qmax)
     if Q_DTYPE != tl.int8:
         s = tl.maximum(s, tl.math.div_rn(1.0, qmax * 512.0))
@@ -84,16 +90,19 @@ def token_inverse(amax, scale, Q_DTYPE: tl.constexpr, FUSED: tl.constexpr = Fals
 
 
 @triton.jit
-def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0, FUSED: tl.constexpr = False):
+def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0, SCALE_UB, has_ub, SOFT: tl.constexpr,
+                FUSED: tl.constexpr = False):
     """A group's dequantization scale: max(amax, 1e-10) / qmax, or with FUSED (vLLM's fused
-    norm-quant kernels) max(amax / qmax, floor), floor 1 / (qmax * 512) for fp8 and
-    FLT_EPSILON for int8; with ue8m0 floored at 1e-10 and rounded up to a power of two, on
-    the bits (exact where exp2(ceil(log2(s))) in fp32 is not)."""
+    norm-quant kernels) max(min(amax, scale_ub) / qmax, floor) (bounded; fp8 only, as vLLM's
+    rms_norm_per_block_quant), floor 1 / (qmax * 512) for fp8 and FLT_EPSILON for int8; with
+    ue8m0 floored at 1e-10 and rounded up to a power of two, on the bits (exact where
+    exp2(ceil(log2(s))) in fp32 is not)."""
     qmax = quant_max(Q_DTYPE)
     if FUSED:
         if Q_DTYPE == tl.int8:
             s = tl.maximum(tl.math.div_rn(amax, qmax), 1.1920928955078125e-07)
         else:
+            amax = bounded(amax, SCALE_UB, has_ub, SOFT)
             s = tl.maximum(tl.math.div_rn(amax, qmax), tl.math.div_rn(1.0, qmax * 512.0))
     else:
         s = tl.math.div_rn(tl.maximum(amax, 1e-10), qmax)

@@ -43,7 +43,8 @@ class Epilogue:
                 int(self.ue8m0))
 
 
-def check(x, quant_dtype, scale, group_size, scale_ub, ue8m0, transposed_scales):
+def check(x, quant_dtype, scale, group_size, scale_ub, ue8m0, transposed_scales,
+          quantizer="vllm"):
     """The quantization arguments, each error naming its argument."""
     if quant_dtype not in quant_contract.QUANT_DTYPES:
         raise TypeError(f"quant_dtype {quant_dtype} is not supported; supported: "
@@ -65,11 +66,14 @@ def check(x, quant_dtype, scale, group_size, scale_ub, ue8m0, transposed_scales)
     if scale_ub is not None:
         if quant_dtype == torch.int8:
             raise ValueError("scale_ub bounds dynamic fp8 scales; int8 takes none")
-        if scale is not None or group_size is not None:
-            raise ValueError("scale_ub bounds dynamic per-token scales; give it without "
-                             "scale and group_size (a bound on per-group scales, which vLLM's "
-                             "rms_norm_per_block_quant takes, is not finished: "
-                             "docs/USAGE.md, \"Recipes\")")
+        if scale is not None:
+            raise ValueError("scale_ub bounds dynamic scales; static quantization (scale) "
+                             "takes none")
+        if group_size is not None and quantizer != "vllm_fused":
+            raise ValueError("scale_ub with group_size bounds per-group scales as vLLM's "
+                             "fused rms_norm_per_block_quant does: give quantizer="
+                             "'vllm_fused' (or recipe='vllm'); the default quantizer, vLLM's "
+                             "group quantizer, takes no bound")
     if group_size is not None:
         if type(group_size) is not int or group_size not in quant_contract.GROUP_SIZES:
             raise ValueError(f"group_size must be one of {quant_contract.GROUP_SIZES} or None, "
@@ -110,7 +114,8 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
     configs.Launch, tile or loop) replaces the table's choice, as in ops.forward;
     normalized_sum as there; quantizer: whose formulas (quant_contract.quantize's)."""
     v.check_x(x)
-    check(x, quant_dtype, scale, group_size, scale_ub, ue8m0, transposed_scales)
+    v.check_quantizer(quantizer)
+    check(x, quant_dtype, scale, group_size, scale_ub, ue8m0, transposed_scales, quantizer)
     device, n = x.device, x.shape[-1]
     v.check_weight(weight, n, device)
     fused = residual is not None
@@ -123,7 +128,6 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
         raise ValueError("inplace=True needs a residual tensor to update")
     v.check_scalars(eps, offset, casting_mode, weight)
     v.check_normalized_sum(normalized_sum, fused)
-    v.check_quantizer(quantizer)
     if weight is not None and weight.dtype not in INPUT_DTYPES:
         raise TypeError(f"weight has dtype {weight.dtype}; the quantized forward takes "
                         "float32, float16 and bfloat16")

@@ -215,7 +215,8 @@ typedef struct rmsnorm_quant_args {
     int64_t scale_group_stride; /* per-group: >= 1 (row-major: 1, with scale_row_stride >=
                                  * groups; transposed: scale_row_stride 1 and this >= rows);
                                  * the scales of two rows or groups never share an element */
-    const float* scale_ub;      /* NULL, or one float bounding amax: per-token fp8 only */
+    const float* scale_ub;      /* NULL, or one float bounding amax: fp8 per-token, and
+                                 * per-group under RMSNORM_QUANTIZER_VLLM_FUSED */
     int ue8m0;                  /* per-group: 1 rounds the scales up to powers of two; else 0 */
     /* Version 2. A first version's struct (its sizeof as struct_size: the struct up to ue8m0)
      * reads as RMSNORM_QUANTIZER_VLLM; reserved as in rmsnorm_forward_args, 0. */
