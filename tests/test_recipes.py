@@ -67,12 +67,104 @@ def test_unknown_recipes_and_options_are_refused_by_name():
         rmsnorm.rms_norm_quant(x, torch.ones(8), recipe="flashinfer")
 
 
-def test_the_unrounded_sum_is_not_differentiable():
-    x = torch.randn(2, 8, requires_grad=True)
-    with pytest.raises(RuntimeError, match="normalized_sum='fp32' is not differentiable"):
-        rmsnorm.fused_add_rms_norm(x, torch.randn(2, 8), normalized_sum="fp32")
-    with torch.no_grad():
-        rmsnorm.fused_add_rms_norm(x, torch.randn(2, 8), normalized_sum="fp32")
+def _grads(fn, inputs, cotangents):
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    outs = fn(*leaves)
+    torch.autograd.backward(outs, cotangents)
+    return [t.grad for t in leaves]
+
+
+def _rel_err(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / b.norm()).item()
+
+
+@pytest.mark.parametrize("casting_mode", ["llama", "gemma"])
+@pytest.mark.parametrize("x_dtype,r_dtype", [(torch.bfloat16, torch.bfloat16),
+                                             (torch.float16, torch.float16),
+                                             (torch.bfloat16, torch.float32)], ids=str)
+def test_the_unrounded_sum_is_differentiable(device, x_dtype, r_dtype, casting_mode):
+    # The norm of x + residual in fp32: its gradient reaches x and residual as the rounded
+    # sum's does (DESIGN.md, "Backward", with the unrounded sum as the norm input).
+    seed = seed_of("fp32-sum-grad", x_dtype, r_dtype, casting_mode)
+    x, r = randn((13, 320), x_dtype, device, seed), randn((13, 320), r_dtype, device, seed + 1)
+    w = weight_for(320, x_dtype, device, seed)
+    y, _ = rmsnorm.fused_add_rms_norm(x, r, w, casting_mode=casting_mode,
+                                      normalized_sum="fp32")
+    dy = randn(y.shape, y.dtype, device, seed + 2)
+    d_sum = randn((13, 320), r_dtype, device, seed + 3)
+    dx, dr, dw = _grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
+        a, b, c, casting_mode=casting_mode, normalized_sum="fp32"), (x, r, w), (dy, d_sum))
+    assert (dx.dtype, dr.dtype, dw.dtype) == (x_dtype, r_dtype, w.dtype)
+    assert torch.equal(dx, dr.to(x_dtype))
+    h = r.float() + x.float()
+    # The contract's formulas on the unrounded sum, from the forward's rstd.
+    _, _, rstd = reference.contract_fused_add_rms_norm(x, r, w, casting_mode=casting_mode,
+                                                       normalized_sum="fp32")
+    dr_c, dw_c = reference.contract_rms_norm_backward(
+        dy, h, w, rstd.squeeze(-1), casting_mode=casting_mode, dresidual=d_sum,
+        norm_dtype=r_dtype)
+    assert _rel_err(dr, dr_c) <= 4e-3 and _rel_err(dw, dw_c) <= 4e-3
+    # float64's gradient of the norm of the exact sum.
+    ds64, dw64 = _grads(lambda a, c: (reference.float64_rms_norm(a, c), a * 1.0),
+                        (x.double() + r.double(), w.double()), (dy.double(), d_sum.double()))
+    assert _rel_err(dr, ds64) <= 1e-2 and _rel_err(dw, dw64) <= 1e-2
+    if r_dtype != torch.float32:  # an fp32 residual's rounded sum is the unrounded one
+        # Not the rounded sum's gradient: the option changes the function's derivative too.
+        dx_rounded, _, _ = _grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
+            a, b, c, casting_mode=casting_mode), (x, r, w), (dy, d_sum))
+        assert not torch.equal(dx, dx_rounded)
+
+
+def test_the_unrounded_sums_llama_dw_sees_it_rounded_to_the_residuals_dtype(device):
+    # An fp32 weight makes dw fp32, fine enough to tell xhat rounded to bf16 (as the forward
+    # rounds it) from xhat unrounded, and the contract's dx from the fp32 sum's.
+    seed = seed_of("fp32-sum-llama-dw")
+    x, r = (randn((40, 256), torch.bfloat16, device, seed + k) for k in (0, 1))
+    w = weight_for(256, torch.float32, device, seed)
+    dy = randn((40, 256), torch.float32, device, seed + 2)
+    _, _, dw = _grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
+        a, b, c, normalized_sum="fp32")[0], (x, r, w), dy)
+    _, _, rstd = reference.contract_fused_add_rms_norm(x, r, w, normalized_sum="fp32")
+    h = r.float() + x.float()
+    _, dw_c = reference.contract_rms_norm_backward(dy, h, w, rstd.squeeze(-1),
+                                                   norm_dtype=torch.bfloat16)
+    _, dw_unrounded = reference.contract_rms_norm_backward(dy, h, w, rstd.squeeze(-1))
+    assert _rel_err(dw_c, dw_unrounded) > 1e-4  # the test can tell them apart
+    assert _rel_err(dw, dw_c) <= 1e-6
+
+
+def test_the_unrounded_sum_in_place_under_autograd_matches_the_out_of_place_one(device):
+    # In place, the residual is overwritten with the rounded sum after the forward: the
+    # backward must still see the unrounded one.
+    x, r, w = _inputs((6, 256), torch.bfloat16, device, "fp32-sum-grad-inplace")
+    dy = randn((6, 256), torch.bfloat16, device, seed_of("fp32-sum-grad-inplace-dy"))
+    want = _grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
+        a, b, c, normalized_sum="fp32")[0], (x, r, w), dy)
+    leaves = [t.detach().clone().requires_grad_() for t in (x, r, w)]
+    residual = leaves[1] * 1.0  # a non-leaf may be updated in place under autograd
+    y, s = rmsnorm.fused_add_rms_norm(leaves[0], residual, leaves[2], normalized_sum="fp32",
+                                      inplace=True)
+    assert s is residual
+    y.backward(dy)
+    for got, expected in zip([t.grad for t in leaves], want):
+        assert_same_bits(got, expected)
+
+
+def test_the_unrounded_sum_passes_gradcheck_and_gradgradcheck(device):
+    # float64: the sum is exact either way, but the node keeps the unrounded sum's graph, so
+    # second-order terms must reach x and residual through it.
+    seed = seed_of("fp32-sum-ggc")
+    shape = (3, 8)
+    inputs = [randn(shape, torch.float64, device, seed).requires_grad_(),
+              randn(shape, torch.float64, device, seed + 1).requires_grad_(),
+              weight_for(8, torch.float64, device, seed).requires_grad_()]
+
+    def fn(a, b, c):
+        return rmsnorm.fused_add_rms_norm(a, b, c, normalized_sum="fp32")
+
+    assert torch.autograd.gradcheck(fn, inputs, fast_mode=device == "cpu")
+    assert torch.autograd.gradgradcheck(fn, inputs, fast_mode=device == "cpu")
 
 
 def _inputs(shape, dtype, device, *parts):

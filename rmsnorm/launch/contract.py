@@ -65,9 +65,13 @@ def contract_fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.
 
 
 def contract_rms_norm_backward(dy, x, weight, rstd, *, offset=0.0, casting_mode="llama",
-                               dresidual=None):
+                               dresidual=None, norm_dtype=None):
     """(dx, dw) as DESIGN.md's "Backward" computes them from the saved rstd (shape
-    x.shape[:-1]); with `dresidual` (fused add) dx includes it. dw is None without a weight."""
+    x.shape[:-1]); with `dresidual` (fused add) dx includes it. dw is None without a weight.
+    norm_dtype: the dtype the forward rounded x's normalized values to ("llama") and dx is
+    stored in, x.dtype unless x is the unrounded fp32 sum (normalized_sum="fp32": the
+    residual's dtype)."""
+    norm_dtype = x.dtype if norm_dtype is None else norm_dtype
     acc = acc_dtype(x.dtype)
     r = rstd.to(acc).unsqueeze(-1)
     xhat = x.to(acc) * r
@@ -77,8 +81,8 @@ def contract_rms_norm_backward(dy, x, weight, rstd, *, offset=0.0, casting_mode=
     if dresidual is not None:
         dx = dx + dresidual.to(acc)
     if weight is None:
-        return dx.to(x.dtype), None
+        return dx.to(norm_dtype), None
     if casting_mode == "llama":
-        xhat = xhat.to(x.dtype).to(acc)
+        xhat = xhat.to(norm_dtype).to(acc)
     dw = (dy * xhat).reshape(-1, x.shape[-1]).sum(0)
-    return dx.to(x.dtype), dw.to(weight.dtype)
+    return dx.to(norm_dtype), dw.to(weight.dtype)

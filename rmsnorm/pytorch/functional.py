@@ -75,8 +75,8 @@ def fused_add_rms_norm(x, residual, weight=None, eps=1e-6, *, offset=0.0,
     (rms_norm(residual_out), residual_out).
 
     normalized_sum "fp32" normalizes the unrounded sum instead (residual_out is still the
-    rounded one; not differentiable); recipe sets casting_mode and normalized_sum as rms_norm's
-    does.
+    rounded one; its backward, in PyTorch ops, keeps that sum in fp32); recipe sets
+    casting_mode and normalized_sum as rms_norm's does.
 
     With inplace=True the sum is written into `residual` itself, which is returned as the
     second element. `out` may alias x. Under autograd x and residual both receive the

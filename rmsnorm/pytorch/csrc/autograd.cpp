@@ -43,29 +43,39 @@ OptTensor opt(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullop
 // eps and offset as the contract uses them: fp32 values, also for float64 tensors.
 double fp32(double v) { return static_cast<double>(static_cast<float>(v)); }
 
-// (dx, dw) in differentiable ops, for double backward. As the kernels: fp32 math (fp64 for
-// float64), dx in x's dtype plus dresidual, dw in the weight's dtype. Unlike them rstd is
-// recomputed from x, so that the second-order terms in x are complete; "llama" rounds xhat to
-// x's dtype for dw, straight through (the rounding's error is detached).
-std::tuple<Tensor, Tensor> differentiable_grads(const Tensor& dy, const Tensor& x,
-                                                const Tensor& weight, const Tensor& dresidual,
-                                                double eps, double offset, bool llama,
-                                                bool need_dw) {
+// (dx, dw) in ATen ops from the rows' 1/rms r (keepdim): fp32 math (fp64 for float64), dx in
+// norm_dtype plus dresidual, dw in the weight's dtype; "llama" rounds xhat to norm_dtype for
+// dw, straight through (the rounding's error is detached, so double backward sees xhat).
+std::tuple<Tensor, Tensor> aten_grads(const Tensor& dy, const Tensor& x, const Tensor& r,
+                                      const Tensor& weight, const Tensor& dresidual,
+                                      double offset, bool llama, at::ScalarType norm_dtype,
+                                      bool need_dw) {
     const auto acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
     const Tensor v = x.to(acc);
-    const Tensor r = at::rsqrt(v.pow(2).mean(-1, true) + fp32(eps));
     Tensor xhat = v * r;
     const Tensor dyf = dy.to(acc);
     const Tensor g = weight.defined() ? dyf * (weight.to(acc) + fp32(offset)) : dyf;
     Tensor dx = r * (g - xhat * (g * xhat).mean(-1, true));
     if (dresidual.defined()) dx = dx + dresidual.to(acc);
-    if (!need_dw) return {dx.to(x.scalar_type()), Tensor()};
-    if (llama) xhat = xhat + (xhat.to(x.scalar_type()).to(acc) - xhat).detach();
+    if (!need_dw) return {dx.to(norm_dtype), Tensor()};
+    if (llama) xhat = xhat + (xhat.to(norm_dtype).to(acc) - xhat).detach();
     const Tensor prod = dyf * xhat;
     std::vector<int64_t> rows(prod.dim() > 1 ? prod.dim() - 1 : 0);
     for (size_t d = 0; d < rows.size(); ++d) rows[d] = static_cast<int64_t>(d);
     const Tensor dw = rows.empty() ? prod : prod.sum(rows);
-    return {dx.to(x.scalar_type()), dw.to(weight.scalar_type())};
+    return {dx.to(norm_dtype), dw.to(weight.scalar_type())};
+}
+
+// (dx, dw) in differentiable ops, for double backward, with rstd recomputed from x, so that
+// the second-order terms in x are complete.
+std::tuple<Tensor, Tensor> differentiable_grads(const Tensor& dy, const Tensor& x,
+                                                const Tensor& weight, const Tensor& dresidual,
+                                                double eps, double offset, bool llama,
+                                                at::ScalarType norm_dtype, bool need_dw) {
+    const auto acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+    const Tensor v = x.to(acc);
+    const Tensor r = at::rsqrt(v.pow(2).mean(-1, true) + fp32(eps));
+    return aten_grads(dy, x, r, weight, dresidual, offset, llama, norm_dtype, need_dw);
 }
 
 // What a forward keeps for its backward.
@@ -74,6 +84,9 @@ struct Saved {
     double offset;
     std::string casting_mode;
     at::ScalarType y_dtype;
+    // normalized_sum="fp32": the norm input saved is the unrounded sum (fp32; fp64 for
+    // float64), and this is the dtype the forward rounded to, the residual's.
+    std::optional<at::ScalarType> unrounded_sum_of = std::nullopt;
 };
 
 // The backward of rmsnorm::fwd (inputs x, weight) and, with x_dtype set, of the fused add
@@ -133,9 +146,20 @@ class NormBackward final : public Node {
     std::tuple<Tensor, Tensor> grads_of(const Tensor& dy, const Tensor& norm_input,
                                         const Tensor& weight, const Tensor& rstd,
                                         const Tensor& dresidual, bool need_dw) const {
+        const bool llama = saved_.casting_mode == "llama";
+        const at::ScalarType norm_dtype =
+            saved_.unrounded_sum_of.value_or(norm_input.scalar_type());
         if (any_requires_grad(dy, dresidual, norm_input, weight))
             return differentiable_grads(dy, norm_input, weight, dresidual, saved_.eps,
-                                        saved_.offset, saved_.casting_mode == "llama", need_dw);
+                                        saved_.offset, llama, norm_dtype, need_dw);
+        if (saved_.unrounded_sum_of) {
+            // The backward kernels take the norm input in the gradient's dtype and round
+            // xhat to it; the unrounded sum is fp32 while the forward rounded to the
+            // residual's dtype, so its gradients are DESIGN.md's formulas in ATen ops, from
+            // the saved rstd.
+            return aten_grads(dy, norm_input, rstd.unsqueeze(-1).to(norm_input.scalar_type()),
+                              weight, dresidual, saved_.offset, llama, norm_dtype, need_dw);
+        }
         // Below autograd: nothing here requires grad, and bwd's Autograd kernel is a boxed
         // fallback that would cost a few microseconds for nothing.
         at::AutoDispatchBelowADInplaceOrView below;
@@ -197,11 +221,15 @@ std::tuple<Tensor, Tensor, Tensor> add_fwd_autograd(const Tensor& x, const Tenso
                                                     double offset, Mode casting_mode,
                                                     Mode normalized_sum, bool return_rstd) {
     const bool differentiable = any_requires_grad(x, residual, weight);
-    // The backward differentiates the norm of the sum it saved, the rounded one.
-    TORCH_CHECK(!differentiable || normalized_sum != "fp32",
-                "normalized_sum='fp32' is not differentiable (its backward is not built): an "
-                "input requires grad; call under torch.no_grad() or torch.inference_mode(), or "
-                "with normalized_sum='rounded'");
+    const bool unrounded = normalized_sum == "fp32";
+    // The norm input of an unrounded sum is no output: the backward keeps it, formed by ATen
+    // ops under autograd (so that double backward reaches x and residual through it) before
+    // an in-place caller overwrites the residual. It costs an fp32 tensor of x's shape.
+    Tensor unrounded_sum;
+    if (differentiable && unrounded) {
+        const auto acc = residual.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+        unrounded_sum = residual.to(acc) + x.to(acc);
+    }
     Tensor y, residual_out, rstd;
     {
         at::AutoDispatchBelowADInplaceOrView below;
@@ -210,12 +238,18 @@ std::tuple<Tensor, Tensor, Tensor> add_fwd_autograd(const Tensor& x, const Tenso
                                       normalized_sum, return_rstd || differentiable);
     }
     if (differentiable) {
-        auto node = make_node<NormBackward>(saved(eps, offset, casting_mode, y), x.scalar_type());
+        Saved kept = saved(eps, offset, casting_mode, y);
+        if (unrounded) kept.unrounded_sum_of = residual.scalar_type();
+        auto node = make_node<NormBackward>(std::move(kept), x.scalar_type());
         node->set_next_edges(torch::autograd::collect_next_edges(x, residual, weight));
         torch::autograd::set_history(y, node);
         torch::autograd::set_history(residual_out, node);
         // After its history is set: saved as an output, the node holds no reference to itself.
-        node->save(residual_out, true, weight, rstd);
+        if (unrounded) {
+            node->save(unrounded_sum, false, weight, rstd);
+        } else {
+            node->save(residual_out, true, weight, rstd);
+        }
     }
     return {y, residual_out, rstd};
 }
