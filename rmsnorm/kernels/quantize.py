@@ -102,7 +102,9 @@ def group_scale(amax, Q_DTYPE: tl.constexpr, ue8m0, SCALE_UB, has_ub, SOFT: tl.c
         if Q_DTYPE == tl.int8:
             s = tl.maximum(tl.math.div_rn(amax, qmax), 1.1920928955078125e-07)
         else:
-            amax = bounded(amax, SCALE_UB, has_ub, SOFT)
+            # A group of NaNs alone has a NaN max here (vLLM's starts from 0): 0, before
+            # min(amax, scale_ub) could take the bound for it.
+            amax = bounded(tl.maximum(amax, 0.0), SCALE_UB, has_ub, SOFT)
             s = tl.maximum(tl.math.div_rn(amax, qmax), tl.math.div_rn(1.0, qmax * 512.0))
     else:
         s = tl.math.div_rn(tl.maximum(amax, 1e-10), qmax)
