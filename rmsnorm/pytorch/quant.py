@@ -44,7 +44,8 @@ def rms_norm_quant(x, weight=None, eps=1e-6, *, quant_dtype=torch.float8_e4m3fn,
       scale);
     - dynamic per token (no scale, no group_size), its max |y| bounded by `scale_ub` (fp8);
     - dynamic per group of `group_size` (64 or 128) columns, `ue8m0` rounding the scales up
-      to powers of two, `transposed_scales` storing them column-major.
+      to powers of two, `transposed_scales` storing them column-major; under "vllm_fused"
+      each group's max bounded by `scale_ub` (fp8).
 
     Returns a QuantOutput. Not differentiable.
     """
