@@ -14,6 +14,7 @@ from rmsnorm.launch import configs, ops, quant
 from rmsnorm.pytorch import recipes
 from helpers import (assert_close_float64, assert_matches_recipe, assert_same_bits, llama_slack,
                      randn, seed_of, weight_for)
+from test_backward import grads, rel_err
 from test_quant import assert_same
 
 E4M3 = torch.float8_e4m3fn
@@ -67,18 +68,6 @@ def test_unknown_recipes_and_options_are_refused_by_name():
         rmsnorm.rms_norm_quant(x, torch.ones(8), recipe="flashinfer")
 
 
-def _grads(fn, inputs, cotangents):
-    leaves = [t.detach().clone().requires_grad_() for t in inputs]
-    outs = fn(*leaves)
-    torch.autograd.backward(outs, cotangents)
-    return [t.grad for t in leaves]
-
-
-def _rel_err(a, b):
-    a, b = a.double().cpu(), b.double().cpu()
-    return ((a - b).norm() / b.norm()).item()
-
-
 @pytest.mark.parametrize("casting_mode", ["llama", "gemma"])
 @pytest.mark.parametrize("x_dtype,r_dtype", [(torch.bfloat16, torch.bfloat16),
                                              (torch.float16, torch.float16),
@@ -93,7 +82,7 @@ def test_the_unrounded_sum_is_differentiable(device, x_dtype, r_dtype, casting_m
                                       normalized_sum="fp32")
     dy = randn(y.shape, y.dtype, device, seed + 2)
     d_sum = randn((13, 320), r_dtype, device, seed + 3)
-    dx, dr, dw = _grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
+    dx, dr, dw = grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
         a, b, c, casting_mode=casting_mode, normalized_sum="fp32"), (x, r, w), (dy, d_sum))
     assert (dx.dtype, dr.dtype, dw.dtype) == (x_dtype, r_dtype, w.dtype)
     assert torch.equal(dx, dr.to(x_dtype))
@@ -104,14 +93,14 @@ def test_the_unrounded_sum_is_differentiable(device, x_dtype, r_dtype, casting_m
     dr_c, dw_c = reference.contract_rms_norm_backward(
         dy, h, w, rstd.squeeze(-1), casting_mode=casting_mode, dresidual=d_sum,
         norm_dtype=r_dtype)
-    assert _rel_err(dr, dr_c) <= 4e-3 and _rel_err(dw, dw_c) <= 4e-3
+    assert rel_err(dr, dr_c) <= 4e-3 and rel_err(dw, dw_c) <= 4e-3
     # float64's gradient of the norm of the exact sum.
-    ds64, dw64 = _grads(lambda a, c: (reference.float64_rms_norm(a, c), a * 1.0),
+    ds64, dw64 = grads(lambda a, c: (reference.float64_rms_norm(a, c), a * 1.0),
                         (x.double() + r.double(), w.double()), (dy.double(), d_sum.double()))
-    assert _rel_err(dr, ds64) <= 1e-2 and _rel_err(dw, dw64) <= 1e-2
+    assert rel_err(dr, ds64) <= 1e-2 and rel_err(dw, dw64) <= 1e-2
     if r_dtype != torch.float32:  # an fp32 residual's rounded sum is the unrounded one
         # Not the rounded sum's gradient: the option changes the function's derivative too.
-        dx_rounded, _, _ = _grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
+        dx_rounded, _, _ = grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
             a, b, c, casting_mode=casting_mode), (x, r, w), (dy, d_sum))
         assert not torch.equal(dx, dx_rounded)
 
@@ -123,15 +112,15 @@ def test_the_unrounded_sums_llama_dw_sees_it_rounded_to_the_residuals_dtype(devi
     x, r = (randn((40, 256), torch.bfloat16, device, seed + k) for k in (0, 1))
     w = weight_for(256, torch.float32, device, seed)
     dy = randn((40, 256), torch.float32, device, seed + 2)
-    _, _, dw = _grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
+    _, _, dw = grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
         a, b, c, normalized_sum="fp32")[0], (x, r, w), dy)
     _, _, rstd = reference.contract_fused_add_rms_norm(x, r, w, normalized_sum="fp32")
     h = r.float() + x.float()
     _, dw_c = reference.contract_rms_norm_backward(dy, h, w, rstd.squeeze(-1),
                                                    norm_dtype=torch.bfloat16)
     _, dw_unrounded = reference.contract_rms_norm_backward(dy, h, w, rstd.squeeze(-1))
-    assert _rel_err(dw_c, dw_unrounded) > 1e-4  # the test can tell them apart
-    assert _rel_err(dw, dw_c) <= 1e-6
+    assert rel_err(dw_c, dw_unrounded) > 1e-4  # the test can tell them apart
+    assert rel_err(dw, dw_c) <= 1e-6
 
 
 def test_the_unrounded_sum_in_place_under_autograd_matches_the_out_of_place_one(device):
@@ -139,7 +128,7 @@ def test_the_unrounded_sum_in_place_under_autograd_matches_the_out_of_place_one(
     # backward must still see the unrounded one.
     x, r, w = _inputs((6, 256), torch.bfloat16, device, "fp32-sum-grad-inplace")
     dy = randn((6, 256), torch.bfloat16, device, seed_of("fp32-sum-grad-inplace-dy"))
-    want = _grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
+    want = grads(lambda a, b, c: rmsnorm.fused_add_rms_norm(
         a, b, c, normalized_sum="fp32")[0], (x, r, w), dy)
     leaves = [t.detach().clone().requires_grad_() for t in (x, r, w)]
     residual = leaves[1] * 1.0  # a non-leaf may be updated in place under autograd

@@ -43,15 +43,20 @@ OptTensor opt(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullop
 // eps and offset as the contract uses them: fp32 values, also for float64 tensors.
 double fp32(double v) { return static_cast<double>(static_cast<float>(v)); }
 
-// (dx, dw) in ATen ops from the rows' 1/rms r (keepdim): fp32 math (fp64 for float64), dx in
-// norm_dtype plus dresidual, dw in the weight's dtype; "llama" rounds xhat to norm_dtype for
-// dw, straight through (the rounding's error is detached, so double backward sees xhat).
-std::tuple<Tensor, Tensor> aten_grads(const Tensor& dy, const Tensor& x, const Tensor& r,
+// The dtype the formulas compute in: fp32, fp64 for float64.
+at::ScalarType acc_of(const Tensor& x) {
+    return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// (dx, dw) in ATen ops from the norm input v (in acc_of's dtype) and the rows' 1/rms r
+// (keepdim): dx in norm_dtype plus dresidual, dw in the weight's dtype; "llama" rounds xhat
+// to norm_dtype for dw, straight through (the rounding's error is detached, so double
+// backward sees xhat).
+std::tuple<Tensor, Tensor> aten_grads(const Tensor& dy, const Tensor& v, const Tensor& r,
                                       const Tensor& weight, const Tensor& dresidual,
                                       double offset, bool llama, at::ScalarType norm_dtype,
                                       bool need_dw) {
-    const auto acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-    const Tensor v = x.to(acc);
+    const auto acc = v.scalar_type();
     Tensor xhat = v * r;
     const Tensor dyf = dy.to(acc);
     const Tensor g = weight.defined() ? dyf * (weight.to(acc) + fp32(offset)) : dyf;
@@ -72,10 +77,9 @@ std::tuple<Tensor, Tensor> differentiable_grads(const Tensor& dy, const Tensor& 
                                                 const Tensor& weight, const Tensor& dresidual,
                                                 double eps, double offset, bool llama,
                                                 at::ScalarType norm_dtype, bool need_dw) {
-    const auto acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-    const Tensor v = x.to(acc);
+    const Tensor v = x.to(acc_of(x));
     const Tensor r = at::rsqrt(v.pow(2).mean(-1, true) + fp32(eps));
-    return aten_grads(dy, x, r, weight, dresidual, offset, llama, norm_dtype, need_dw);
+    return aten_grads(dy, v, r, weight, dresidual, offset, llama, norm_dtype, need_dw);
 }
 
 // What a forward keeps for its backward.
@@ -227,7 +231,7 @@ std::tuple<Tensor, Tensor, Tensor> add_fwd_autograd(const Tensor& x, const Tenso
     // an in-place caller overwrites the residual. It costs an fp32 tensor of x's shape.
     Tensor unrounded_sum;
     if (differentiable && unrounded) {
-        const auto acc = residual.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+        const auto acc = acc_of(residual);
         unrounded_sum = residual.to(acc) + x.to(acc);
     }
     Tensor y, residual_out, rstd;
