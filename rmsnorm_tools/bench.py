@@ -58,7 +58,7 @@ import torch.nn.functional as F
 
 import rmsnorm
 from rmsnorm import reference
-from rmsnorm.launch import ops
+from rmsnorm.launch import backward as launch_backward, ops, specs
 from rmsnorm_tools import suite
 
 SHAPES = [(16384, 4096), (65536, 4096), (16384, 8192), (8192, 16384), (4096, 32768),
@@ -359,15 +359,15 @@ def ours(op, x, r, w, dy=None, quant=None):
 
 def dw_reduce_fn(dy, x, w, rstd):
     """rmsnorm's dw reduction alone, over the very partial rows one ops.backward call wrote
-    (caught where ops allocates its outputs, so their number is whatever ops chose), launched
-    as ops launches it (ops._reduce_spec)."""
-    allocated, alloc = [], ops.alloc
+    (caught where the backward's launcher allocates its outputs, so their number is whatever
+    it chose), launched as it launches it (specs.reduce_spec)."""
+    allocated, alloc = [], launch_backward.alloc
 
     def recording_alloc(*args):
         allocated.append(alloc(*args))
         return allocated[-1]
 
-    with mock.patch.object(ops, "alloc", recording_alloc):
+    with mock.patch.object(launch_backward, "alloc", recording_alloc):
         dx, dw = ops.backward(dy, x, w, rstd)
     partials = [t for t in allocated if t is not dx and t is not dw]
     if len(partials) != 1 or partials[0].dim() != 2:
@@ -375,7 +375,7 @@ def dw_reduce_fn(dy, x, w, rstd):
                            f"{[tuple(t.shape) for t in partials]}")
     partials = partials[0]
     programs, n = partials.shape
-    reduce = ops._reduce_spec(n, partials.dtype, dw.dtype, partials.device)
+    reduce = specs.reduce_spec(n, partials.dtype, dw.dtype, partials.device)
     return lambda: reduce(partials, dw, programs, n)
 
 

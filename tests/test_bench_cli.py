@@ -69,8 +69,8 @@ def test_dw_reduction_replay_writes_the_backwards_dw(device, monkeypatch):
     dy = bench.make_grad(x)
     rstd = bench.saved_rstd(x, w)
     allocated = []
-    alloc = bench.ops.alloc
-    monkeypatch.setattr(bench.ops, "alloc", lambda *a: allocated.append(alloc(*a)) or
+    alloc = bench.launch_backward.alloc
+    monkeypatch.setattr(bench.launch_backward, "alloc", lambda *a: allocated.append(alloc(*a)) or
                         allocated[-1])
     replay = bench.dw_reduce_fn(dy, x, w, rstd)
     dw = next(t for t in allocated if t.shape == w.shape)  # what the recorded call reduced into

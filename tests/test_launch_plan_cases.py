@@ -12,7 +12,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rmsnorm.launch import configs, ops
+from rmsnorm.launch import configs, specs
 from rmsnorm.launch import tables  # noqa: E402
 from rmsnorm.launch.layout import plan_rows  # noqa: E402
 
@@ -41,12 +41,12 @@ def stride_cases():
         for rows in (1, 2, 5):
             for stride in (n, n + 3, 8192):
                 plan = plan_rows((rows,), {"x": (stride,)})
-                out.append((stride, rows, n, ops._strides_of(plan, n)["x"][0]))
+                out.append((stride, rows, n, specs.strides_of(plan, n)["x"][0]))
     return out
 
 
 def reduce_cases():
-    """(n, columns per program, programs) of the dw reduction, as ops._reduce_spec plans it."""
+    """(n, columns per program, programs) of the dw reduction, as specs.reduce_spec plans it."""
     widths = sorted({max(1, (1 << k) + d) for k in range(31) for d in (-1, 0, 1)})
     out = []
     for n in widths:

@@ -142,7 +142,7 @@ def test_a_capped_tile_is_honoured_after_the_same_call_ran_uncapped(device, monk
     launched = []
 
     def spy_on(name):
-        real = getattr(rmsnorm.launch.ops, name)
+        real = getattr(rmsnorm.launch.specs, name)
 
         class Spy:
             arg_names = real.arg_names
@@ -151,7 +151,7 @@ def test_a_capped_tile_is_honoured_after_the_same_call_ran_uncapped(device, monk
                 launched.append(name)
                 return real[grid]
 
-        monkeypatch.setattr(rmsnorm.launch.ops, name, Spy())
+        monkeypatch.setattr(rmsnorm.launch.specs, name, Spy())
 
     spy_on("fwd_loop_kernel")
     spy_on("fwd_sumsq_kernel")

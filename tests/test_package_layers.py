@@ -43,6 +43,24 @@ def test_a_layer_never_imports_what_sits_above_it_or_the_oracle(folder, forbidde
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
+# The launcher's own layers: the entry points (ops, and the forward, backward and quantized
+# launchers under it) sit on specs (which kernel a call gets), which sits on device and
+# tensors; a lower layer never reaches up.
+LAUNCHERS = ("rmsnorm.launch.ops", "rmsnorm.launch.forward", "rmsnorm.launch.backward",
+             "rmsnorm.launch.quant")
+
+
+@pytest.mark.parametrize("module, forbidden", [
+    ("specs", LAUNCHERS),
+    ("device", LAUNCHERS + ("rmsnorm.launch.specs", "rmsnorm.launch.tensors")),
+    ("tensors", LAUNCHERS + ("rmsnorm.launch.specs", "rmsnorm.launch.device")),
+])
+def test_the_launchers_layers_import_downward_only(module, forbidden):
+    path = ROOT / "rmsnorm" / "launch" / f"{module}.py"
+    bad = {m for m in _imports(path) if any(m == f or m.startswith(f + ".") for f in forbidden)}
+    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
 def test_the_check_sees_an_import_inside_a_function(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from rmsnorm import reference\n")

@@ -213,12 +213,12 @@ def test_tensors_all_fp16_take_fp16s_rows_and_mixed_ones_the_shared_rows(fp16_ro
 def test_the_launcher_names_the_streamed_tensors_dtype_when_they_share_one():
     import torch
 
-    from rmsnorm.launch import ops
+    from rmsnorm.launch import specs
 
     h, b = torch.zeros(2, dtype=torch.float16), torch.zeros(2, dtype=torch.bfloat16)
-    assert ops._table_dtype(h, None, h) == "fp16"
-    assert ops._table_dtype(b) == "bf16"
-    assert ops._table_dtype(h, b) is None
+    assert specs.table_dtype(h, None, h) == "fp16"
+    assert specs.table_dtype(b) == "bf16"
+    assert specs.table_dtype(h, b) is None
 
 
 def test_a_kept_forward_tile_may_hold_65536_two_byte_values_and_an_fp32_one_may_not():

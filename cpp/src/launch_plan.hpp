@@ -1,6 +1,6 @@
 // How a launch covers its rows, as the Python launcher plans it: the persistent grid
 // (rmsnorm.launch.configs.Launch.grid), the row stride a kernel gets
-// (rmsnorm.launch.ops._strides_of over rmsnorm.launch.layout.plan_rows, one level of strides here)
+// (rmsnorm.launch.specs.strides_of over rmsnorm.launch.layout.plan_rows, one level of strides here)
 // and the dw reduction's column blocks (rmsnorm.launch.configs.reduce_launch, generated into
 // kernel_abi.hpp). The rules are code on both sides; test_launch_plan.cpp checks this side against
 // cases the Python functions computed (cpp/tests/generated/launch_plan_cases.hpp,

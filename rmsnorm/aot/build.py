@@ -216,7 +216,7 @@ def _launch(spec, arch):
     else:
         launch = configs.rule_launch(rule, streams, wb, arch)
     if spec.fp32_sum:
-        # As the Python launcher changes it (rmsnorm.launch.ops._launch).
+        # As the Python launcher changes it (rmsnorm.launch.forward.launch_forward).
         launch = configs.fp32_sum_launch(launch, ELEM_BYTES[spec.dtype], wb, arch,
                                          TABLE_DTYPES[spec.dtype])
     return launch

@@ -1,13 +1,16 @@
 """The launcher of the quantized forward (rms_norm_quant, fused_add_rms_norm_quant): its
 argument checks, its outputs and its epilogue's kernel arguments; the launch itself is the
-forward's (rmsnorm.launch.ops._launch), with the epilogue's kernels of the same family."""
+forward's (rmsnorm.launch.forward.launch_forward), with the epilogue's kernels of the same family."""
 
 import dataclasses
 
 import torch
 import triton.language as tl
 
-from rmsnorm.launch import configs, contract, ops, quant_contract, validation as v
+from rmsnorm.launch import configs, contract, quant_contract, specs, validation as v
+from rmsnorm.launch.device import INTERPRETED
+from rmsnorm.launch.forward import forward_recipe, launch_forward
+from rmsnorm.launch.tensors import alloc, resolved
 from rmsnorm.kernels import quantize as q
 
 TRITON_DTYPES = {torch.float8_e4m3fn: tl.float8e4nv, torch.float8_e5m2: tl.float8e5,
@@ -137,22 +140,22 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
         for name, t in (("weight", weight), ("scale", scale), ("scale_ub", scale_ub)):
             v.check_disjoint("residual (updated in place)", residual, name, t,
                              ", which every row reads")
-    x, weight, scale, scale_ub = (ops._resolved(t) for t in (x, weight, scale, scale_ub))
+    x, weight, scale, scale_ub = (resolved(t) for t in (x, weight, scale, scale_ub))
     if fused and not inplace:
-        residual = ops._resolved(residual)
+        residual = resolved(residual)
 
     norm_dtype = residual.dtype if fused else x.dtype
     y_dtype = contract.output_dtype(norm_dtype, weight, casting_mode)
     how = mode(scale, group_size)
     groups = n // group_size if how == q.GROUP else 1
-    out = ops.alloc(x.shape, quant_dtype, device)
-    scales = scale if how == q.STATIC else scales_like(x, groups, transposed_scales, ops.alloc)
-    unquantized = ops.alloc(x.shape, y_dtype, device) if return_unquantized else None
+    out = alloc(x.shape, quant_dtype, device)
+    scales = scale if how == q.STATIC else scales_like(x, groups, transposed_scales, alloc)
+    unquantized = alloc(x.shape, y_dtype, device) if return_unquantized else None
     residual_out = residual if inplace else \
-        (ops.alloc(x.shape, residual.dtype, device) if fused else None)
+        (alloc(x.shape, residual.dtype, device) if fused else None)
     if x.numel() == 0:
         return out, scales, residual_out, unquantized
-    if device.type == "cpu" and not ops.INTERPRETED:
+    if device.type == "cpu" and not INTERPRETED:
         _recipe(x, residual, weight, eps, offset, casting_mode, quant_dtype, scale, group_size,
                 scale_ub, ue8m0, y_dtype, out, scales, residual_out, unquantized,
                 normalized_sum, quantizer)
@@ -163,38 +166,34 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
         # The kernels form a group's scale offset (group * rows) in 32 bits.
         raise NotImplementedError(f"rmsnorm: transposed scales of {rows} rows and {groups} "
                                   "groups put offsets past 2^31: not supported")
-    soft_fp8 = ops.INTERPRETED and quant_dtype != torch.int8
+    soft_fp8 = INTERPRETED and quant_dtype != torch.int8
     flags = (("QUANT", how), ("Q_DTYPE", TRITON_DTYPES[quant_dtype]),
              ("GROUP_SIZE", group_size or 0), ("QUANTIZER_FUSED", quantizer == "vllm_fused"))
     epilogue = Epilogue(flags, scales, scale_ub, unquantized, groups, transposed_scales, ue8m0)
-    launch = _launch_for(x, residual, weight, how, group_size, fused, launch)
+    launch = _launch_for(x, residual, weight, how, group_size, launch)
     # y's place in the forward: out (its bits as uint8 where the interpreter has no fp8).
     y = out.view(torch.uint8) if soft_fp8 else out
     if unquantized is None:
         # The kernels' UNQ pointer takes y's dtype from it: a stand-in of that dtype, never
         # written (store_unq is 0).
-        epilogue = dataclasses.replace(epilogue, unquantized=ops.alloc((1,), y_dtype, device),
+        epilogue = dataclasses.replace(epilogue, unquantized=alloc((1,), y_dtype, device),
                                        stores_unquantized=False)
-    ops._launch(x, residual, weight, eps, offset, casting_mode, y,
-                residual_out, None, launch, epilogue, normalized_sum == "fp32")
+    launch_forward(x, residual, weight, eps, offset, casting_mode, y, residual_out, None, launch, epilogue, normalized_sum == "fp32")
     return out, scales, residual_out, unquantized
 
 
-def _launch_for(x, residual, weight, how, group_size, fused, launch):
+def _launch_for(x, residual, weight, how, group_size, launch):
     """The forward's launch from the table in its quantized form (configs.quantized_rule;
     tile or looped: the quantized kernels have no split forward), or the caller's; a group
     must not straddle two tiles."""
     n = x.shape[-1]
     if launch is not None:
-        ops._check_launch(launch, n, "fwd")
+        specs.check_launch(launch, n, "fwd")
         if launch.path not in ("tile", "loop"):
             raise ValueError(f"launch {launch}: the quantized forward has tile and loop "
                              "launches only")
     else:
-        launch = configs.forward_launch(
-            n, max(x.element_size(), residual.element_size() if fused else 0), fused,
-            weight.element_size() if weight is not None else 0, ops._arch(x.device),
-            ops._table_dtype(x, residual), quantized=SCALES[how])
+        launch = specs.forward_launch(x, residual, weight, quantized=SCALES[how])
     if group_size and launch.block_n % group_size:
         raise NotImplementedError(f"rmsnorm: the launch of width {n} ({launch}) has tiles of "
                                   f"{launch.block_n} columns, not a multiple of group_size "
@@ -205,10 +204,10 @@ def _launch_for(x, residual, weight, how, group_size, fused, launch):
 def _recipe(x, residual, weight, eps, offset, casting_mode, quant_dtype, scale, group_size,
             scale_ub, ue8m0, y_dtype, out, scales, residual_out, unquantized, normalized_sum,
             quantizer):
-    """CPU without the interpreter: the forward's recipe (ops._forward_recipe), then the
+    """CPU without the interpreter: the forward's recipe (rmsnorm.launch.forward.forward_recipe), then the
     quantizer's."""
-    y = unquantized if unquantized is not None else ops.alloc(x.shape, y_dtype, x.device)
-    ops._forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, None,
+    y = unquantized if unquantized is not None else alloc(x.shape, y_dtype, x.device)
+    forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, None,
                         normalized_sum)
     qv, s = quant_contract.quantize(y, quant_dtype, scale=scale, group_size=group_size,
                                     scale_ub=scale_ub, use_ue8m0=ue8m0, quantizer=quantizer)
