@@ -5,9 +5,9 @@ bit-identical to rmsnorm.launch.ops for the same inputs. Needs a GPU and the bui
 import pytest
 import torch
 
+import clib
 from helpers import assert_same_bits, nan_like
 from rmsnorm.launch import ops
-from rmsnorm.pytorch import clib
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"),

@@ -1,4 +1,4 @@
-"""rmsnorm.pytorch.clib declares librmsnorm's argument structs and enum codes to ctypes; the C
+"""tests/clib.py declares librmsnorm's argument structs and enum codes to ctypes; the C
 compiler's own layout of include/rmsnorm/rmsnorm.h is the truth. A small C program prints
 every field's offset, every struct's size and the enum values, and they must be clib's."""
 
@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import torch
 
-from rmsnorm.pytorch import clib
+import clib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 STRUCTS = {"rmsnorm_rows": clib.Rows, "rmsnorm_forward_args": clib.ForwardArgs,

@@ -1,5 +1,6 @@
-"""librmsnorm (the C library of cpp/) from Python, through ctypes: the same AOT-compiled Triton
-kernels launched by C on PyTorch CUDA tensors.
+"""librmsnorm (the C library of cpp/) from the tests, through ctypes: the same AOT-compiled
+Triton kernels launched by C on PyTorch CUDA tensors. A test helper, not part of the package:
+C callers use rmsnorm.h, PyTorch callers the ops that link the library.
 
 The library is looked for at $RMSNORM_LIBRARY, else in the package: rmsnorm/_native/librmsnorm.so,
 which `pip install` (and, in a checkout, `bash scripts/test_cpp.sh`) puts there. `available()` says whether it loaded, `why_not()` why
@@ -12,6 +13,8 @@ import os
 import pathlib
 
 import torch
+
+import rmsnorm
 
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 MODES = {"llama": 0, "gemma": 1}
@@ -50,7 +53,7 @@ def default_path():
     env = os.environ.get("RMSNORM_LIBRARY")
     if env:
         return pathlib.Path(env)
-    return pathlib.Path(__file__).resolve().parents[1] / "_native" / "librmsnorm.so"
+    return pathlib.Path(rmsnorm.__file__).resolve().parent / "_native" / "librmsnorm.so"
 
 
 @functools.lru_cache(maxsize=None)
