@@ -183,6 +183,16 @@ def test_norm_with_hooks_is_left_alone():
     assert any("model.norm" in str(w.message) and "hooks" in str(w.message) for w in caught)
 
 
+def test_the_public_tests_say_what_patch_hf_swaps_and_why_it_leaves_one():
+    from rmsnorm.integrations import hf
+
+    norm = transformers.models.llama.modeling_llama.LlamaRMSNorm(8)
+    assert hf.is_hf_norm(norm) and hf.why_not_patched(norm) is None
+    assert not hf.is_hf_norm(rmsnorm.RMSNorm(8)) and not hf.is_hf_norm(nn.LayerNorm(8))
+    norm.register_forward_pre_hook(lambda *args: None)
+    assert hf.why_not_patched(norm) == "it has hooks"
+
+
 @pytest.mark.parametrize("fn", [rmsnorm.patch_hf, lambda m: rmsnorm.unpatch(m, [])])
 def test_model_must_be_a_module(fn):
     with pytest.raises(TypeError, match="model must be a torch.nn.Module, got dict"):

@@ -101,7 +101,7 @@ class ModelReport:
 
 def compare_model(model, inputs, candidate):
     norms = [(name, m) for name, m in model.named_modules()
-             if name and hf._is_hf_norm(m) and not hf._unexpected(m)]
+             if name and hf.is_hf_norm(m) and hf.why_not_patched(m) is None]
     if not norms:
         raise ValueError("model has no RMSNorm module of a class rmsnorm recognises "
                          f"({', '.join(hf.SUPPORTED)})")

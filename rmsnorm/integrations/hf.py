@@ -48,9 +48,9 @@ def patch_hf(model):
     # The root (name "") cannot be replaced in place.
     found = []
     for name, module in model.named_modules(remove_duplicate=False):
-        if not name or not _is_hf_norm(module):
+        if not name or not is_hf_norm(module):
             continue
-        reason = _unexpected(module)
+        reason = why_not_patched(module)
         if reason:
             warnings.warn(f"rmsnorm.patch_hf: left {name} ({type(module).__name__}) as is: "
                           f"{reason}", stacklevel=2)
@@ -92,15 +92,18 @@ def _check_model(model):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
 
 
-def _is_hf_norm(module):
+def is_hf_norm(module):
+    """Whether `module` is one of transformers' RMSNorm classes in SUPPORTED (what patch_hf
+    and rmsnorm-compare look for)."""
     cls = type(module)
     # The module check keeps our own GemmaRMSNorm (same class name) and remote-code copies,
     # whose forward may differ, out.
     return cls.__name__ in SUPPORTED and cls.__module__.startswith("transformers.models.")
 
 
-def _unexpected(module):
-    """Why `module` is not the class version the table describes, or None."""
+def why_not_patched(module):
+    """For an `is_hf_norm` module: why patch_hf leaves it as is (it is not the class version
+    the table describes, or swapping it would drop state or hooks), or None when it swaps it."""
     eps_attr = SUPPORTED[type(module).__name__][0]
     weight = getattr(module, "weight", None)
     if not isinstance(weight, nn.Parameter) or weight.dim() != 1:
