@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 from rmsnorm.aot import build
-from rmsnorm.launch import configs
+from rmsnorm.launch import configs, dtypes
 
 MODES = {"plain": (0, 0), "static": (1, 0), "token": (2, 0), "group128": (3, 128)}
 _INSTRUCTION = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
@@ -60,8 +60,7 @@ def row_loop(instructions):
 
 def spec_for(op, dtype, n, mode, qformat, arch=90):
     quant, group = MODES[mode]
-    variant = configs.rule_index(op, n, build.ELEM_BYTES[dtype], arch,
-                                 build.TABLE_DTYPES[dtype])
+    variant = configs.rule_index(op, n, dtypes.BYTES[dtype], arch, dtype)
     return build.Spec(op, dtype, True, True, variant=variant, align=build.ALIGN_VEC,
                       quant=quant, qformat=qformat if quant else "", group=group)
 

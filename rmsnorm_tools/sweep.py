@@ -32,7 +32,7 @@ import sys
 import torch
 
 from rmsnorm import reference
-from rmsnorm.launch import configs, ops, specs
+from rmsnorm.launch import configs, dtypes, ops
 from rmsnorm_tools import suite, table_gen
 from rmsnorm_tools.bench import DTYPES, EPS, TIMERS, check_device, copy_gbps, \
     input_sets, make_grad, make_inputs, moved_elements, parse_shape, prog_name, rotating, \
@@ -174,7 +174,7 @@ def expect_close(what, **pairs):
 def table_launch(op, n, dtype):
     """The table's launch for op at rows of n elements of dtype (weight of the same dtype):
     where forward_case and backward_case start from."""
-    eb, name = dtype.itemsize, specs.TABLE_DTYPES[dtype]
+    eb, name = dtype.itemsize, dtypes.name_of(dtype)
     if op == "bwd":
         return configs.backward_launch(n, eb, False, eb, dtype=name)
     return configs.forward_launch(n, eb, op == "add", eb, dtype=name)

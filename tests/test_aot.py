@@ -36,8 +36,8 @@ def row(op, eb, n):
     return configs.rule_index(op, n, eb)
 
 specs = [aot.Spec("fwd", "bf16", True, True, variant=row("fwd", 2, 4096)),
-         aot.Spec("add", "f16", variant=len(configs.rules_for("add", 2)) - 1),
-         aot.Spec("bwd", "f32", True, has_dresidual=True, has_dw=True, variant=row("bwd", 4, 256)),
+         aot.Spec("add", "fp16", variant=len(configs.rules_for("add", 2)) - 1),
+         aot.Spec("bwd", "fp32", True, has_dresidual=True, has_dw=True, variant=row("bwd", 4, 256)),
          aot.Spec("reduce", "bf16", variant=aot.reduce_blocks()[0].bit_length() - 1),
          aot.Spec("add", "bf16", True, variant=row("add", 2, 4096), quant=3, qformat="int8",
                   group=128)]
@@ -49,7 +49,7 @@ for spec in specs:
     facts["pdl"][op] = [aot._signature(spec, a)[2]["PDL"] for a in (80, 89, 90, 100)]
 for arch in (80, 90):
     for align in (aot.ALIGN_NONE, aot.ALIGN_VEC):
-        ptx = aot.compile_one(aot.Spec("fwd", "f32", True, True, variant=row("fwd", 4, 64),
+        ptx = aot.compile_one(aot.Spec("fwd", "fp32", True, True, variant=row("fwd", 4, 64),
                                        align=align), arch)["ptx"]
         facts["compiled"][f"{arch}/{align}"] = {
             "wait": "griddepcontrol.wait" in ptx,

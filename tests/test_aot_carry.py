@@ -8,8 +8,8 @@ from rmsnorm.aot import build as aot, carry as aot_carry
 
 @pytest.fixture
 def few_specs(monkeypatch):
-    specs = [aot.Spec("fwd", "bf16", True, True), aot.Spec("bwd", "f32", True, has_dw=True),
-             aot.Spec("reduce", "f16", variant=aot.reduce_blocks()[0].bit_length() - 1)]
+    specs = [aot.Spec("fwd", "bf16", True, True), aot.Spec("bwd", "fp32", True, has_dw=True),
+             aot.Spec("reduce", "fp16", variant=aot.reduce_blocks()[0].bit_length() - 1)]
     monkeypatch.setattr(aot, "specs", lambda arch: specs)
     return specs
 

@@ -15,7 +15,7 @@ import sys
 _PROBE = r"""
 import json, re
 from rmsnorm.aot import build as aot
-from rmsnorm.launch import configs
+from rmsnorm.launch import configs, dtypes
 
 def reduce_layout(spec):
     kernel, source, options = aot._compile_inputs(spec, 90)
@@ -48,15 +48,15 @@ def sum_layouts(spec):
 
 out = []
 for dtype, n, op, align in (
-        ("bf16", 384, "fwd", aot.ALIGN_VEC), ("f16", 4096, "add", aot.ALIGN_VEC),
+        ("bf16", 384, "fwd", aot.ALIGN_VEC), ("fp16", 4096, "add", aot.ALIGN_VEC),
         ("bf16", 7168, "fwd", aot.ALIGN_VEC), ("bf16", 65536 * 2, "fwd", aot.ALIGN_VEC),
-        ("bf16", 2048, "fwd", aot.ALIGN_VEC), ("f32", 1536, "fwd", aot.ALIGN_VEC),
-        ("f16", 3072, "add", aot.ALIGN_VEC), ("bf16", 32768, "fwd", aot.ALIGN_VEC),
-        ("f32", 5125, "add", aot.ALIGN_PTR), ("f32", 4095, "fwd", aot.ALIGN_PTR),
+        ("bf16", 2048, "fwd", aot.ALIGN_VEC), ("fp32", 1536, "fwd", aot.ALIGN_VEC),
+        ("fp16", 3072, "add", aot.ALIGN_VEC), ("bf16", 32768, "fwd", aot.ALIGN_VEC),
+        ("fp32", 5125, "add", aot.ALIGN_PTR), ("fp32", 4095, "fwd", aot.ALIGN_PTR),
         ("bf16", 3000, "fwd", aot.ALIGN_PTR), ("bf16", 4097, "add", aot.ALIGN_PTR),
-        ("f16", 12289, "add", aot.ALIGN_NONE), ("bf16", 70001, "add", aot.ALIGN_PTR)):
-    eb = aot.ELEM_BYTES[dtype]
-    variant = configs.rule_index(op, n, eb, 90, aot.TABLE_DTYPES[dtype])
+        ("fp16", 12289, "add", aot.ALIGN_NONE), ("bf16", 70001, "add", aot.ALIGN_PTR)):
+    eb = dtypes.BYTES[dtype]
+    variant = configs.rule_index(op, n, eb, 90, dtype)
     plain, plain_all = sum_layouts(aot.Spec(op, dtype, True, True, variant=variant, align=align))
     for quant, qformat, group in ((1, "e4m3", 0), (2, "int8", 0), (3, "e4m3", 128)):
         if group and n % group:

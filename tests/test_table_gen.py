@@ -131,7 +131,7 @@ def test_the_cpp_runtime_gets_the_tables_width_bounds():
     bounds = groups[3:]
     assert len(counts) == len(bounds) == 9
     for op_index, op in enumerate(configs.OPS):
-        for dtype_index, dtype in enumerate(("f32", "f16", "bf16")):
+        for dtype_index, dtype in enumerate(("fp32", "fp16", "bf16")):
             group = aot.table_rows(op, dtype, 90)
             i = op_index * 3 + dtype_index
             assert counts[i] == str(len(group))
@@ -148,13 +148,14 @@ def test_rows_keep_their_launch_fields():
 
 def test_every_aot_kernel_launches_as_the_python_launcher_does_at_its_rows_widths():
     from rmsnorm.aot import build as aot
+    from rmsnorm.launch import dtypes
 
     for spec in aot.specs(90):
         if spec.op == "reduce":
             continue
-        eb = aot.ELEM_BYTES[spec.dtype]
+        eb = dtypes.BYTES[spec.dtype]
         wb = eb if spec.has_w else 0
-        dtype = aot.TABLE_DTYPES[spec.dtype]
+        dtype = spec.dtype
         group = configs.rules_for(spec.op, eb, 90, dtype)
         low = group[spec.variant - 1].max_n + 1 if spec.variant else 1
         high = group[spec.variant].max_n or 4 * low
@@ -200,12 +201,12 @@ def test_tensors_all_fp16_take_fp16s_rows_and_mixed_ones_the_shared_rows(fp16_ro
         configs.forward_launch(128, 2, False, 2, dtype="bf16")
     # The AOT build compiles fp16's kernels from its own rows, and the C++ runtime gets their
     # width bounds.
-    rows = aot.table_rows("bwd", "f16", 90)
+    rows = aot.table_rows("bwd", "fp16", 90)
     assert rows == configs.rules_for("bwd", 2, 90, "fp16") != aot.table_rows("bwd", "bf16", 90)
-    f16 = [s for s in aot.specs(90) if s.op == "bwd" and s.dtype == "f16"]
-    assert max(s.variant for s in f16) == len(rows) - 1
+    fp16 = [s for s in aot.specs(90) if s.op == "bwd" and s.dtype == "fp16"]
+    assert max(s.variant for s in fp16) == len(rows) - 1
     at_128 = configs.rule_index("bwd", 128, 2, 90, "fp16")
-    assert aot._launch(aot.Spec("bwd", "f16", True, True, variant=at_128), 90).rows == 4
+    assert aot._launch(aot.Spec("bwd", "fp16", True, True, variant=at_128), 90).rows == 4
     assert "{" + ", ".join(str(r.max_n) if r.max_n else "INT64_MAX" for r in rows) + "}" in \
         "".join(aot_emit._width_rules(90))
 

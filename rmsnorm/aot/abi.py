@@ -34,7 +34,7 @@ FAMILIES = {"Forward": "fwd, add", "Backward": "bwd", "Reduce": "reduce",
             "QuantForward": "quantized fwd, add"}
 
 CPP_OPS = {"fwd": "kForward", "add": "kAdd", "bwd": "kBackward", "reduce": "kReduce"}
-CPP_DTYPES = {"f32": "kF32", "f16": "kF16", "bf16": "kBf16"}
+CPP_DTYPES = {"fp32": "kF32", "fp16": "kF16", "bf16": "kBf16"}
 CPP_ALIGN = {aot.ALIGN_NONE: "kAlignNone", aot.ALIGN_PTR: "kAlignPointers",
              aot.ALIGN_VEC: "kAlignVec"}
 

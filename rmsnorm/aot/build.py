@@ -11,8 +11,8 @@ the launch and the arch); only missing ones are compiled, and generated files ar
 only when their content changes.
 
 What is compiled (the C API's scope, docs/CPP.md): plain forward, fused-add forward and
-backward; x, residual, y and dy of one dtype (f32, f16, bf16), with the weight of that dtype
-or none; both casting modes (f32 needs one: rounding to f32 changes nothing); the backward
+backward; x, residual, y and dy of one dtype (fp32, fp16, bf16), with the weight of that dtype
+or none; both casting modes (fp32 needs one: rounding to fp32 changes nothing); the backward
 with and without the fused add's gradient and with and without dw; every row of the arch's
 launch table (rmsnorm.launch.configs.rules_for, the same rows the Python launcher reads: a tile
 width or the looped path, and the launch measured for its widths); one-level row strides;
@@ -39,15 +39,13 @@ import sys
 import time
 
 from rmsnorm.aot.progress import Progress
-from rmsnorm.launch import configs
+from rmsnorm.launch import configs, dtypes
 
 # Op, dtype and flag codes of a kernel's key, and its fields with their widths in bits, low
 # bits first: the C++ runtime packs keys from the same (rmsnorm.aot.abi generates its header).
 OPS = ("fwd", "add", "bwd", "reduce")
-DTYPES = ("f32", "f16", "bf16")
-ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
-# The launch table's name of each dtype (configs.Rule.family: a dtype may have rows of its own).
-TABLE_DTYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+# dtypes.COMPILED: the names are the launch table's and Triton's own.
+DTYPES = dtypes.COMPILED
 
 
 def table_rows(op, dtype, arch):
@@ -55,10 +53,9 @@ def table_rows(op, dtype, arch):
     the Python launcher reads them for tensors all of that dtype)."""
     from rmsnorm.launch import configs
 
-    return configs.rules_for(op, ELEM_BYTES[dtype], arch, TABLE_DTYPES[dtype])
+    return configs.rules_for(op, dtypes.BYTES[dtype], arch, dtype)
 
 
-TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 ALIGN_NONE, ALIGN_PTR, ALIGN_VEC = 0, 1, 2
 
 # The quantized forward's codes: its mode (rmsnorm.kernels.quantize's NONE, STATIC, TOKEN,
@@ -70,9 +67,9 @@ QFORMAT_TYPES = {"e4m3": ("fp8e4nv", "float8e4nv"), "int8": ("i8", "int8"),
                  "e5m2": ("fp8e5", "float8e5")}  # (the pointer's, tl's dtype)
 GROUP_SIZES = (0, 64, 128)
 # What of it is compiled: every kernel is CI build time, so only what serving engines run
-# (bf16/f16 activations with their weight, fp8 e4m3 and int8, vectorised layouts); the rest
+# (bf16/fp16 activations with their weight, fp8 e4m3 and int8, vectorised layouts); the rest
 # is the Python launcher's (librmsnorm returns RMSNORM_ERROR_UNSUPPORTED for it).
-QUANT_DTYPES = ("f16", "bf16")
+QUANT_DTYPES = ("fp16", "bf16")
 QUANT_FORMATS = ("e4m3", "int8")
 QUANT_ALIGN = ALIGN_VEC
 
@@ -83,17 +80,17 @@ KEY_FIELDS = (("op", 2), ("dtype", 2), ("has_w", 1), ("llama", 1), ("has_dresidu
 # The vendor recipes' options (docs/USAGE.md, "Recipes"), compiled where a preset takes them
 # and nowhere else (the rest is the Python launcher's): the fused add normalizing its
 # unrounded sum (FlashInfer's fused add, vLLM's fused quantizers with a residual), for the
-# activations whose sum rounding changes it (f32's does not), with the weight, both casting
+# activations whose sum rounding changes it (fp32's does not), with the weight, both casting
 # modes; the fused quantizer's formulas (vLLM's per-token and per-group norm-quant kernels)
 # with llama's casting, theirs. Vectorised layouts only, as the quantized forward.
-RECIPE_DTYPES = ("f16", "bf16")
+RECIPE_DTYPES = ("fp16", "bf16")
 RECIPE_ALIGN = ALIGN_VEC
 
 
 def casting_modes(dtype, has_w):
-    """The llama flags compiled for dtype: without a weight, or in f32 (rounding to f32
+    """The llama flags compiled for dtype: without a weight, or in fp32 (rounding to fp32
     changes nothing), both modes compute the same and one kernel (llama) serves both."""
-    return (True, False) if has_w and dtype != "f32" else (True,)
+    return (True, False) if has_w and dtype != "fp32" else (True,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +204,7 @@ def _launch(spec, arch):
     """The launch of spec's table row on arch (rmsnorm.launch.configs, as the Python path)."""
     from rmsnorm.launch import configs
 
-    wb = ELEM_BYTES[spec.dtype] if spec.has_w else 0
+    wb = dtypes.BYTES[spec.dtype] if spec.has_w else 0
     rule = table_rows(spec.op, spec.dtype, arch)[spec.variant]
     fused = spec.op == "add" or spec.has_dresidual
     streams = configs.streams(spec.op, fused)
@@ -217,8 +214,8 @@ def _launch(spec, arch):
         launch = configs.rule_launch(rule, streams, wb, arch)
     if spec.fp32_sum:
         # As the Python launcher changes it (rmsnorm.launch.forward.launch_forward).
-        launch = configs.fp32_sum_launch(launch, ELEM_BYTES[spec.dtype], wb, arch,
-                                         TABLE_DTYPES[spec.dtype])
+        launch = configs.fp32_sum_launch(launch, dtypes.BYTES[spec.dtype], wb, arch,
+                                         spec.dtype)
     return launch
 
 
@@ -230,7 +227,7 @@ def _signature(spec, arch):
     from rmsnorm.kernels import backward, forward
     from rmsnorm.launch import configs
 
-    t = "*" + TRITON_TYPES[spec.dtype]
+    t = "*" + spec.dtype
     if spec.op == "reduce":
         block_p, block_c, warps = configs.reduce_launch((1 << spec.variant) * 128)
         assert block_c == 1 << spec.variant
@@ -241,7 +238,7 @@ def _signature(spec, arch):
         return kernel, types, consts, {"DWP", "DW"}, {"N"}, warps, 1
     launch = _launch(spec, arch)
     loop = launch.path == "loop"
-    row_vec = configs.row_vector(ELEM_BYTES[spec.dtype])  # one dtype for the whole row
+    row_vec = configs.row_vector(dtypes.BYTES[spec.dtype])  # one dtype for the whole row
     common = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
                   W_RESIDENT=launch.w_resident, HAS_W=spec.has_w, TWO_LEVEL=False,
                   LLAMA=spec.llama, ACC=tl.float32, SOFT_BF16=False,

@@ -23,6 +23,8 @@ import dataclasses
 import functools
 import typing
 
+from rmsnorm.launch import dtypes
+
 # Largest row, in elements, held in one tile; longer rows take the looped path. Above this the
 # fp32 copy of the row no longer fits the registers of one program.
 MAX_TILE = {2: 32768, 4: 32768, 8: 8192}
@@ -30,7 +32,7 @@ MAX_TILE = {2: 32768, 4: 32768, 8: 8192}
 # registers (ptxas: 65536 bf16 or fp16 values in 1024 threads at 64 registers, no spill).
 MAX_KEPT_TILE = {2: 65536}
 # The dtypes a table row may be of its own (Rule.family), by name, and their sizes.
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
+DTYPE_BYTES = dtypes.BYTES
 
 
 def family_bytes(family) -> int:

@@ -15,15 +15,11 @@ from rmsnorm.kernels.backward_split import bwd_cols_kernel, bwd_dot_kernel
 from rmsnorm.kernels.forward import (fwd_loop_kernel, fwd_quant_loop_kernel,
                                      fwd_quant_tile_kernel, fwd_tile_kernel)
 from rmsnorm.kernels.forward_split import fwd_scale_kernel, fwd_sumsq_kernel
-from rmsnorm.launch import configs
+from rmsnorm.launch import configs, dtypes
 from rmsnorm.launch.device import (INTERPRETED, INTERPRETER_PROGRAMS, arch, grid, pdl, programs,
                                    sm_count)
 from rmsnorm.launch.layout import plan_rows
 from rmsnorm.launch.runner import Prepared
-
-# The launch table's names of the dtypes it may hold rows of their own for (configs.Rule).
-TABLE_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
-                torch.float64: "fp64"}
 
 # The split backward's row segment, in tiles of the launch's block_n (a prototype constant).
 SPLIT_SEG_TILES = 8
@@ -32,8 +28,8 @@ SPLIT_SEG_TILES = 8
 def table_dtype(*streamed):
     """The table's name of the streamed tensors' dtype; None when they differ (rows of the
     widest element's size then serve)."""
-    dtypes = {t.dtype for t in streamed if t is not None}
-    return TABLE_DTYPES.get(dtypes.pop()) if len(dtypes) == 1 else None
+    kinds = {t.dtype for t in streamed if t is not None}
+    return dtypes.name_of(kinds.pop()) if len(kinds) == 1 else None
 
 
 def forward_launch(x, residual, weight, quantized=None):
@@ -95,9 +91,9 @@ def as_twin(plan, n):
                for pair in plan.strides.values() for st in pair[:levels])
 
 
-def row_vector(dtypes):
+def row_vector(row_dtypes):
     """configs.row_vector of the widest of the row's dtypes (None: a tensor the call lacks)."""
-    return configs.row_vector(max(d.itemsize for d in dtypes if d is not None))
+    return configs.row_vector(max(d.itemsize for d in row_dtypes if d is not None))
 
 
 def strides_of(plan, n):
@@ -155,12 +151,12 @@ def forward_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
 
 
 @functools.lru_cache(maxsize=1024)
-def split_forward_spec(device, items, fused, has_w, two_level, casting_mode, dtypes, launch,
-                       ints):
+def split_forward_spec(device, items, fused, has_w, two_level, casting_mode, row_dtypes,
+                       launch, ints):
     """The split forward's two prepared kernels (sums of squares, then the scaling). Every
-    dtype they see is in the key (`dtypes`: x, residual, weight, y, residual_out)."""
-    common = dict(BLOCK_N=launch.block_n, TWO_LEVEL=two_level, ACC=acc(dtypes[0]),
-                  SOFT_BF16=INTERPRETED, PDL=pdl(device), VEC=row_vector(dtypes))
+    dtype they see is in the key (`row_dtypes`: x, residual, weight, y, residual_out)."""
+    common = dict(BLOCK_N=launch.block_n, TWO_LEVEL=two_level, ACC=acc(row_dtypes[0]),
+                  SOFT_BF16=INTERPRETED, PDL=pdl(device), VEC=row_vector(row_dtypes))
     programs_ = min(items, programs(launch, device))
     sumsq = prepare(fwd_sumsq_kernel, programs_, 4, dict(common, HAS_RESIDUAL=fused),
                     launch.num_warps, ints)

@@ -92,7 +92,7 @@ typedef enum rmsnorm_casting_mode {
 
 /* What the fused add normalizes (rmsnorm_forward_args.normalized_sum): the sum as written to
  * residual_out, or the fp32 sum before that rounding, as vLLM's fused norm-quant kernels and
- * FlashInfer's fused add compute it (docs/USAGE.md, "Recipes"). With an f32 residual the two
+ * FlashInfer's fused add compute it (docs/USAGE.md, "Recipes"). With an fp32 residual the two
  * are the same. */
 typedef enum rmsnorm_normalized_sum {
     RMSNORM_SUM_ROUNDED = 0,
@@ -242,8 +242,8 @@ RMSNORM_API const char* rmsnorm_last_error(void);
  *
  * rmsnorm_forward: the plain norm (residual.data must be NULL).
  * rmsnorm_fused_add_forward: s = x + residual to residual_out (which may be residual), then
- * the norm of s (residual.data must be set). RMSNORM_SUM_FP32 is compiled for f16 and bf16
- * with a weight in the vectorised layouts (f32 takes it in any: its sum rounds to itself);
+ * the norm of s (residual.data must be set). RMSNORM_SUM_FP32 is compiled for fp16 and bf16
+ * with a weight in the vectorised layouts (fp32 takes it in any: its sum rounds to itself);
  * elsewhere it returns RMSNORM_ERROR_UNSUPPORTED. */
 RMSNORM_API rmsnorm_status rmsnorm_forward(const rmsnorm_forward_args* args, CUstream stream);
 RMSNORM_API rmsnorm_status rmsnorm_fused_add_forward(const rmsnorm_forward_args* args,
@@ -268,7 +268,7 @@ RMSNORM_API rmsnorm_status rmsnorm_fused_add_backward(const rmsnorm_backward_arg
  * the dynamic scales to scales, residual_out and the unquantized y where asked. Every
  * output (out, dynamic scales, y, residual_out) lies apart from every other argument, but y
  * may be x and residual_out residual, as in the forward. What the kernels of this build
- * cover: x, residual, residual_out and y in f16 or bf16, all one dtype, with a weight of that
+ * cover: x, residual, residual_out and y in fp16 or bf16, all one dtype, with a weight of that
  * dtype; fp8 e4m3 and int8; every mode; every pointer (out, scales and scale_ub included)
  * 16-byte aligned and n and the row strides multiples of 16; n, row strides and the scales'
  * offsets below 2^31; the recipe options where the vendor presets take them:
@@ -285,7 +285,7 @@ RMSNORM_API rmsnorm_status rmsnorm_gpu_kernels(char* buffer, size_t size);
 /* The CPU reference implementation. */
 RMSNORM_API rmsnorm_status rmsnorm_cpu_forward(const rmsnorm_forward_args* args);
 RMSNORM_API rmsnorm_status rmsnorm_cpu_backward(const rmsnorm_backward_args* args);
-/* The quantized forward on the CPU: every dtype, weighting and format (f32 and e5m2 too). */
+/* The quantized forward on the CPU: every dtype, weighting and format (fp32 and e5m2 too). */
 RMSNORM_API rmsnorm_status rmsnorm_cpu_forward_quant(const rmsnorm_quant_args* args);
 
 /* Conversions with round-to-nearest-even (NaN stays NaN, overflow goes to infinity). */
