@@ -55,6 +55,18 @@ def test_each_public_call_is_one_op_call(device):
         assert seen.names == [op]
 
 
+@pytest.mark.parametrize("op", ["fwd", "add_fwd", "add_fwd_inplace", "fwd_into", "bwd",
+                                "quant_fwd", "quant_add_fwd_inplace"])
+def test_a_cpu_call_goes_from_the_dispatcher_straight_to_the_python_launcher(op):
+    # The ops' CPU kernels are the launcher's functions, registered from Python, not C++
+    # kernels calling back into Python (the dispatcher's own record of who registered each).
+    table = torch._C._dispatch_dump(f"rmsnorm::{op}")
+    cpu = [line for line in table.splitlines() if line.startswith("CPU:")]
+    assert len(cpu) == 1 and "rmsnorm/pytorch/triton_ops.py" in cpu[0].replace("\\", "/"), table
+    autograd = [line for line in table.splitlines() if line.startswith("Autograd")]
+    assert autograd and "autograd.cpp" in autograd[0], table
+
+
 def test_autograd_runs_the_backward_op(device):
     x = randn((4, 64), torch.float32, device, seed_of("one-route-bwd")).requires_grad_()
     w = weight_for(64, torch.float32, device, 1).requires_grad_()

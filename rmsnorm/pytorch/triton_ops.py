@@ -1,7 +1,8 @@
-"""The rmsnorm::triton_* ops: the rmsnorm ops through the Python launcher (rmsnorm.launch.ops:
-Triton's kernels, or its interpreter on the CPU). The C++ kernels of the rmsnorm ops call them
-for CPU tensors and for the CUDA calls the compiled kernels do not cover; their errors are the
-launcher's, which name the argument at fault."""
+"""The Python launcher (rmsnorm.launch.ops: Triton's kernels, or on the CPU its interpreter or
+the contract's PyTorch ops) as kernels of the op library: the rmsnorm::triton_* ops (CPU and
+CUDA), which the C++ CUDA kernels of the rmsnorm ops call for what the compiled kernels do not
+cover, and the rmsnorm ops' own CPU kernels, so that a CPU call goes from the dispatcher
+straight to Python. Their errors are the launcher's, which name the argument at fault."""
 
 import torch
 
@@ -84,10 +85,11 @@ def _quant_add_fwd_inplace(x, residual, weight, scale, scale_ub, eps, offset, ca
     return out, scales, unquantized
 
 
-for _name, _fn in (("triton_fwd", _fwd), ("triton_add_fwd", _add_fwd),
-                   ("triton_add_fwd_inplace", _add_fwd_inplace),
-                   ("triton_fwd_into", _fwd_into), ("triton_bwd", _bwd),
-                   ("triton_quant_fwd", _quant_fwd),
-                   ("triton_quant_add_fwd_inplace", _quant_add_fwd_inplace)):
-    for _key in ("CPU", "CUDA"):
-        _lib.impl(_name, _fn, _key)
+KERNELS = {"fwd": _fwd, "add_fwd": _add_fwd, "add_fwd_inplace": _add_fwd_inplace,
+           "fwd_into": _fwd_into, "bwd": _bwd, "quant_fwd": _quant_fwd,
+           "quant_add_fwd_inplace": _quant_add_fwd_inplace}
+
+for _name, _fn in KERNELS.items():
+    _lib.impl("triton_" + _name, _fn, "CPU")
+    _lib.impl("triton_" + _name, _fn, "CUDA")
+    _lib.impl(_name, _fn, "CPU")

@@ -1,5 +1,6 @@
-// The rmsnorm op library: the schemas of both families (schemas.hpp), the CPU kernels, and
-// the switch and report of which kernels serve CUDA tensors.
+// The rmsnorm op library: the schemas of both families (schemas.hpp), and the switch and
+// report of which kernels serve CUDA tensors. CPU tensors have no C++ kernel: the Python
+// launcher's functions are registered as the ops' CPU kernels (rmsnorm/pytorch/triton_ops.py).
 #include <torch/library.h>
 
 #include <optional>
@@ -55,60 +56,6 @@ Family family(const std::string& prefix) {
             find<QuantAddFwdInplaceSig>(prefix + "quant_add_fwd_inplace")};
 }
 
-// CPU tensors: the Python launcher (Triton's interpreter, or the contract's PyTorch recipe).
-std::tuple<Tensor, Tensor> fwd_cpu(const Tensor& x, const OptTensor& weight, double eps,
-                                   double offset, Mode casting_mode, bool return_rstd) {
-    return triton_ops().fwd.call(x, weight, eps, offset, casting_mode, return_rstd);
-}
-
-std::tuple<Tensor, Tensor, Tensor> add_fwd_cpu(const Tensor& x, const Tensor& residual,
-                                               const OptTensor& weight, double eps, double offset,
-                                               Mode casting_mode, Mode normalized_sum,
-                                               bool return_rstd) {
-    return triton_ops().add_fwd.call(x, residual, weight, eps, offset, casting_mode,
-                                     normalized_sum, return_rstd);
-}
-
-Tensor add_fwd_inplace_cpu(const Tensor& x, const Tensor& residual, const OptTensor& weight,
-                           double eps, double offset, Mode casting_mode,
-                           Mode normalized_sum) {
-    return triton_ops().add_fwd_inplace.call(x, residual, weight, eps, offset, casting_mode,
-                                             normalized_sum);
-}
-
-void fwd_into_cpu(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
-                  const Tensor& y, const OptTensor& residual_out, double eps, double offset,
-                  Mode casting_mode, Mode normalized_sum) {
-    triton_ops().fwd_into.call(x, residual, weight, y, residual_out, eps, offset, casting_mode,
-                               normalized_sum);
-}
-
-std::tuple<Tensor, Tensor> bwd_cpu(const Tensor& dy, const Tensor& x, const OptTensor& weight,
-                                   const Tensor& rstd, const OptTensor& dresidual, double offset,
-                                   Mode casting_mode, bool need_dw) {
-    return triton_ops().bwd.call(dy, x, weight, rstd, dresidual, offset, casting_mode, need_dw);
-}
-
-std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cpu(
-    const Tensor& x, const OptTensor& residual, const OptTensor& weight, const OptTensor& scale,
-    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
-    bool ue8m0, bool transposed_scales, bool return_unquantized) {
-    return triton_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
-                                       casting_mode, normalized_sum, quantizer, quant_dtype,
-                                       group_size, ue8m0, transposed_scales, return_unquantized);
-}
-
-std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cpu(
-    const Tensor& x, const Tensor& residual, const OptTensor& weight, const OptTensor& scale,
-    const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
-    Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
-    bool ue8m0, bool transposed_scales, bool return_unquantized) {
-    return triton_ops().quant_add_fwd_inplace.call(
-        x, residual, weight, scale, scale_ub, eps, offset, casting_mode, normalized_sum,
-        quantizer, quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized);
-}
-
 bool use_compiled_kernels(std::optional<bool> enabled) {
     return enabled ? set_compiled_enabled(*enabled) : compiled_enabled();
 }
@@ -148,17 +95,6 @@ TORCH_LIBRARY(rmsnorm, m) {
     m.def("compiled_kernels(int device) -> str", &compiled_kernels_report);
     // Whether this library has the compiled kernels at all (use_compiled_kernels only switches).
     m.def("compiled_kernels_built() -> bool", &compiled_kernels_built);
-}
-
-TORCH_LIBRARY_IMPL(rmsnorm, CPU, m) {
-    using namespace rmsnorm_torch;
-    m.impl("fwd", &fwd_cpu);
-    m.impl("add_fwd", &add_fwd_cpu);
-    m.impl("add_fwd_inplace", &add_fwd_inplace_cpu);
-    m.impl("fwd_into", &fwd_into_cpu);
-    m.impl("bwd", &bwd_cpu);
-    m.impl("quant_fwd", &quant_fwd_cpu);
-    m.impl("quant_add_fwd_inplace", &quant_add_fwd_inplace_cpu);
 }
 
 // The kernels read raw memory and the Python launcher handles the negative and conjugate

@@ -1,11 +1,12 @@
 // The rmsnorm ops' schemas and typed handles. Two families share each schema:
 // - rmsnorm::fwd, add_fwd, add_fwd_inplace, fwd_into, bwd, quant_fwd, quant_add_fwd_inplace:
 //   what the public functions call.
-//   Autograd, CUDA and CPU kernels are registered here in C++; fake kernels in Python
-//   (rmsnorm/pytorch/fake.py, from the contract's dtype rules).
+//   Autograd and CUDA kernels are registered here in C++; CPU kernels (the Python launcher)
+//   and fake kernels in Python (rmsnorm/pytorch/triton_ops.py; fake.py, from the contract's
+//   dtype rules).
 // - rmsnorm::triton_*: the same ops through the Python launcher (rmsnorm.launch.ops, Triton's
 //   kernels or interpreter), registered from Python (rmsnorm/pytorch/triton_ops.py). The C++
-//   kernels hand them what the compiled kernels do not cover, and every CPU tensor.
+//   CUDA kernels hand them what the compiled kernels do not cover.
 #pragma once
 
 #include <ATen/core/Tensor.h>
