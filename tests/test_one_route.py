@@ -55,8 +55,21 @@ def test_each_public_call_is_one_op_call(device):
         assert seen.names == [op]
 
 
-@pytest.mark.parametrize("op", ["fwd", "add_fwd", "add_fwd_inplace", "fwd_into", "bwd",
-                                "quant_fwd", "quant_add_fwd_inplace"])
+KERNEL_OPS = ["fwd", "add_fwd", "add_fwd_inplace", "fwd_into", "bwd", "quant_fwd",
+              "quant_add_fwd_inplace"]
+
+
+def test_the_op_table_defines_each_kernel_op_and_its_triton_twin_and_the_python_side_has_them():
+    from rmsnorm.pytorch import triton_ops
+
+    names = {n.split("::")[1] for n in torch._C._dispatch_get_all_op_names()
+             if n.startswith("rmsnorm::")}
+    switches = {"use_compiled_kernels", "compiled_kernels", "compiled_kernels_built"}
+    assert names - switches == set(KERNEL_OPS) | {"triton_" + op for op in KERNEL_OPS}
+    assert sorted(triton_ops.KERNELS) == sorted(KERNEL_OPS)
+
+
+@pytest.mark.parametrize("op", KERNEL_OPS)
 def test_a_cpu_call_goes_from_the_dispatcher_straight_to_the_python_launcher(op):
     # The ops' CPU kernels are the launcher's functions, registered from Python, not C++
     # kernels calling back into Python (the dispatcher's own record of who registered each).

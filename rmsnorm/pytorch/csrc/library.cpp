@@ -41,6 +41,23 @@ constexpr const char* kQuantAddFwdInplace =
     "bool return_unquantized) "
     "-> (Tensor out, Tensor scales, Tensor unquantized)";
 
+// The op table: each op's name and schema, which define, the fall-through registrations and
+// the families' handles (family() below, by these names) all read.
+struct OpDef {
+    const char* name;
+    const char* schema;
+};
+constexpr OpDef kOps[] = {
+    {"fwd", kFwd},
+    {"add_fwd", kAddFwd},
+    {"add_fwd_inplace", kAddFwdInplace},
+    {"fwd_into", kFwdInto},
+    {"bwd", kBwd},
+    {"quant_fwd", kQuantFwd},
+    {"quant_add_fwd_inplace", kQuantAddFwdInplace},
+};
+constexpr const char* kFamilies[] = {"", "triton_"};
+
 template <class Sig>
 c10::TypedOperatorHandle<Sig> find(const std::string& name) {
     return c10::Dispatcher::singleton()
@@ -48,12 +65,17 @@ c10::TypedOperatorHandle<Sig> find(const std::string& name) {
         .typed<Sig>();
 }
 
+// Family's members in kOps' order: typed<Sig> throws at load if an entry's schema is not the
+// member's signature.
 Family family(const std::string& prefix) {
-    return {find<FwdSig>(prefix + "fwd"), find<AddFwdSig>(prefix + "add_fwd"),
-            find<AddFwdInplaceSig>(prefix + "add_fwd_inplace"),
-            find<FwdIntoSig>(prefix + "fwd_into"), find<BwdSig>(prefix + "bwd"),
-            find<QuantFwdSig>(prefix + "quant_fwd"),
-            find<QuantAddFwdInplaceSig>(prefix + "quant_add_fwd_inplace")};
+    const auto name = [&prefix](int i) { return prefix + kOps[i].name; };
+    return {find<FwdSig>(name(0)),
+            find<AddFwdSig>(name(1)),
+            find<AddFwdInplaceSig>(name(2)),
+            find<FwdIntoSig>(name(3)),
+            find<BwdSig>(name(4)),
+            find<QuantFwdSig>(name(5)),
+            find<QuantAddFwdInplaceSig>(name(6))};
 }
 
 bool use_compiled_kernels(std::optional<bool> enabled) {
@@ -79,15 +101,8 @@ TORCH_LIBRARY(rmsnorm, m) {
     const auto define = [&m](const std::string& name, const char* schema) {
         m.def(torch::schema((name + schema).c_str(), c10::AliasAnalysisKind::FROM_SCHEMA));
     };
-    for (const std::string prefix : {"", "triton_"}) {
-        define(prefix + "fwd", kFwd);
-        define(prefix + "add_fwd", kAddFwd);
-        define(prefix + "add_fwd_inplace", kAddFwdInplace);
-        define(prefix + "fwd_into", kFwdInto);
-        define(prefix + "bwd", kBwd);
-        define(prefix + "quant_fwd", kQuantFwd);
-        define(prefix + "quant_add_fwd_inplace", kQuantAddFwdInplace);
-    }
+    for (const std::string prefix : kFamilies)
+        for (const OpDef& op : kOps) define(prefix + op.name, op.schema);
     // Whether CUDA tensors take the compiled kernels where they cover the call (the default),
     // or the Python launcher for everything; returns the previous setting (None: only reads it).
     m.def("use_compiled_kernels(bool? enabled) -> bool", &use_compiled_kernels);
@@ -102,10 +117,9 @@ TORCH_LIBRARY(rmsnorm, m) {
 // which copies such tensors around the call, is skipped.
 namespace {
 void fall_through(torch::Library& m) {
-    for (const std::string prefix : {"", "triton_"})
-        for (const char* name : {"fwd", "add_fwd", "add_fwd_inplace", "fwd_into", "bwd",
-                                 "quant_fwd", "quant_add_fwd_inplace"})
-            m.impl((prefix + name).c_str(), torch::CppFunction::makeFallthrough());
+    for (const std::string prefix : rmsnorm_torch::kFamilies)
+        for (const rmsnorm_torch::OpDef& op : rmsnorm_torch::kOps)
+            m.impl((prefix + op.name).c_str(), torch::CppFunction::makeFallthrough());
 }
 }  // namespace
 
