@@ -313,21 +313,38 @@ bool one_float(const OptTensor& t, const Tensor& x) {
                   t->numel() == 1 && t->device() == x.device());
 }
 
+// The quantized forward's options past its tensors, gathered once at the op's entry so that
+// what decides coverage, allocation and the launch is written once (the op's signature keeps
+// the loose arguments: it is the dispatcher's).
+struct QuantOptions {
+    const OptTensor& scale;
+    const OptTensor& scale_ub;
+    double eps;
+    double offset;
+    Mode casting_mode;
+    Mode normalized_sum;
+    Mode quantizer;
+    at::ScalarType quant_dtype;
+    int64_t group_size;
+    bool ue8m0;
+    bool transposed_scales;
+    bool return_unquantized;
+};
+
 struct QuantOutputs {
     Tensor out, scales, unquantized;
 };
 
 // The outputs as the Python launcher allocates them (rmsnorm.launch.quant): contiguous, the
 // per-group scales transposed where asked (the memory of a (groups, rows) tensor).
-QuantOutputs quant_outputs(const Tensor& x, const OptTensor& scale, at::ScalarType quant_dtype,
-                           int64_t group_size, bool transposed_scales, bool return_unquantized) {
+QuantOutputs quant_outputs(const Tensor& x, const QuantOptions& q) {
     QuantOutputs o;
-    o.out = empty(x.sizes(), quant_dtype, x.device());
+    o.out = empty(x.sizes(), q.quant_dtype, x.device());
     const auto lead = x.sizes().slice(0, x.dim() - 1);
-    const int64_t groups = group_size ? x.size(-1) / group_size : 1;
-    if (scale) {
+    const int64_t groups = q.group_size ? x.size(-1) / q.group_size : 1;
+    if (q.scale) {
         o.scales = empty({0}, at::kFloat, x.device());
-    } else if (transposed_scales) {
+    } else if (q.transposed_scales) {
         std::vector<int64_t> sizes{groups}, order;
         sizes.insert(sizes.end(), lead.begin(), lead.end());
         for (int64_t d = 1; d <= static_cast<int64_t>(lead.size()); ++d) order.push_back(d);
@@ -338,29 +355,26 @@ QuantOutputs quant_outputs(const Tensor& x, const OptTensor& scale, at::ScalarTy
         sizes.push_back(groups);
         o.scales = empty(sizes, at::kFloat, x.device());
     }
-    o.unquantized = return_unquantized ? empty(x.sizes(), x.scalar_type(), x.device())
-                                       : empty({0}, x.scalar_type(), x.device());
+    o.unquantized = q.return_unquantized ? empty(x.sizes(), x.scalar_type(), x.device())
+                                         : empty({0}, x.scalar_type(), x.device());
     return o;
 }
 
 // librmsnorm's quantized forward into o (and residual_out when fused); false when it does not
 // take the call.
 bool quant_into(const Tensor& x, const OptTensor& residual, const Tensor& residual_out,
-                const OptTensor& weight, const OptTensor& scale, const OptTensor& scale_ub,
-                double eps, double offset, Mode casting_mode, Mode normalized_sum,
-                Mode quantizer, int64_t group_size, bool ue8m0, bool transposed_scales,
-                const QuantOutputs& o) {
+                const OptTensor& weight, const QuantOptions& q, const QuantOutputs& o) {
     const auto sx = row_stride(x);
     const auto sresidual = residual ? row_stride(*residual) : std::optional<int64_t>(0);
     const auto sresidual_out = residual ? row_stride(residual_out) : std::optional<int64_t>(0);
     if (!sx || !sresidual || !sresidual_out) return false;
     c10::cuda::CUDAGuard guard(x.device());
-    rmsnorm_forward_args f = forward_args(x, *sx, weight, eps, offset, casting_mode);
+    rmsnorm_forward_args f = forward_args(x, *sx, weight, q.eps, q.offset, q.casting_mode);
     f.launch_flags = 0;
     if (residual) {
         f.residual = rows_of(*residual, *sresidual);
         f.residual_out = rows_of(residual_out, *sresidual_out);
-        f.normalized_sum = *normalized_sum_of(normalized_sum);
+        f.normalized_sum = *normalized_sum_of(q.normalized_sum);
     }
     const int64_t n = x.size(-1), rows = x.numel() / n;
     if (o.unquantized.numel()) f.y = rows_of(o.unquantized, n);
@@ -370,31 +384,50 @@ bool quant_into(const Tensor& x, const OptTensor& residual, const Tensor& residu
     a.out = o.out.data_ptr();
     a.out_stride = n;
     a.format = *format_of(o.out.scalar_type());
-    a.scale_mode = scale ? RMSNORM_SCALE_STATIC
-                         : (group_size ? RMSNORM_SCALE_PER_GROUP : RMSNORM_SCALE_PER_TOKEN);
-    a.group_size = group_size;
-    a.scales = scale ? scale->data_ptr<float>() : o.scales.data_ptr<float>();
-    const int64_t groups = group_size ? n / group_size : 1;
-    a.scale_row_stride = transposed_scales ? 1 : groups;
-    a.scale_group_stride = transposed_scales ? rows : 1;
-    a.scale_ub = scale_ub ? scale_ub->data_ptr<float>() : nullptr;
-    a.ue8m0 = ue8m0 ? 1 : 0;
-    a.quantizer = *quantizer_of(quantizer);
+    a.scale_mode = q.scale ? RMSNORM_SCALE_STATIC
+                           : (q.group_size ? RMSNORM_SCALE_PER_GROUP : RMSNORM_SCALE_PER_TOKEN);
+    a.group_size = q.group_size;
+    a.scales = q.scale ? q.scale->data_ptr<float>() : o.scales.data_ptr<float>();
+    const int64_t groups = q.group_size ? n / q.group_size : 1;
+    a.scale_row_stride = q.transposed_scales ? 1 : groups;
+    a.scale_group_stride = q.transposed_scales ? rows : 1;
+    a.scale_ub = q.scale_ub ? q.scale_ub->data_ptr<float>() : nullptr;
+    a.ue8m0 = q.ue8m0 ? 1 : 0;
+    a.quantizer = *quantizer_of(q.quantizer);
     return launched(in_context(x, [&] { return rmsnorm_forward_quant(&a, stream_of(x)); }));
 }
 
 bool quant_covered(const Tensor& x, const OptTensor& residual, const OptTensor& weight,
-                   const OptTensor& scale, const OptTensor& scale_ub, double eps, double offset,
-                   Mode casting_mode, Mode normalized_sum, Mode quantizer,
-                   at::ScalarType quant_dtype, int64_t group_size) {
+                   const QuantOptions& q) {
     // Every recipe option (librmsnorm refuses the combinations it compiled no kernel for: the
     // launcher's then).
-    return sum_covered(normalized_sum, residual.has_value()) &&
-           quantizer_of(quantizer) && weight &&
-           covered(x, weight, eps, offset, casting_mode) && format_of(quant_dtype) &&
-           (group_size == 0 || group_size == 64 || group_size == 128) &&
-           (group_size == 0 || x.size(-1) % group_size == 0) && one_float(scale, x) &&
-           one_float(scale_ub, x) && (!residual || same_shape(*residual, x));
+    return sum_covered(q.normalized_sum, residual.has_value()) && quantizer_of(q.quantizer) &&
+           weight && covered(x, weight, q.eps, q.offset, q.casting_mode) &&
+           format_of(q.quant_dtype) &&
+           (q.group_size == 0 || q.group_size == 64 || q.group_size == 128) &&
+           (q.group_size == 0 || x.size(-1) % q.group_size == 0) && one_float(q.scale, x) &&
+           one_float(q.scale_ub, x) && (!residual || same_shape(*residual, x));
+}
+
+// The Python launcher's quantized forwards (the triton_ ops), for what librmsnorm does not take.
+std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_launcher(const Tensor& x,
+                                                              const OptTensor& residual,
+                                                              const OptTensor& weight,
+                                                              const QuantOptions& q) {
+    return triton_ops().quant_fwd.call(x, residual, weight, q.scale, q.scale_ub, q.eps, q.offset,
+                                       q.casting_mode, q.normalized_sum, q.quantizer,
+                                       q.quant_dtype, q.group_size, q.ue8m0, q.transposed_scales,
+                                       q.return_unquantized);
+}
+
+std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_launcher(const Tensor& x,
+                                                                  const Tensor& residual,
+                                                                  const OptTensor& weight,
+                                                                  const QuantOptions& q) {
+    return triton_ops().quant_add_fwd_inplace.call(
+        x, residual, weight, q.scale, q.scale_ub, q.eps, q.offset, q.casting_mode,
+        q.normalized_sum, q.quantizer, q.quant_dtype, q.group_size, q.ue8m0, q.transposed_scales,
+        q.return_unquantized);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cuda(
@@ -402,20 +435,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> quant_fwd_cuda(
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
     Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
     bool ue8m0, bool transposed_scales, bool return_unquantized) {
-    if (quant_covered(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
-                      normalized_sum, quantizer, quant_dtype, group_size)) {
-        const QuantOutputs o = quant_outputs(x, scale, quant_dtype, group_size, transposed_scales,
-                                             return_unquantized);
+    const QuantOptions q{scale, scale_ub, eps, offset, casting_mode, normalized_sum, quantizer,
+                         quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized};
+    if (quant_covered(x, residual, weight, q)) {
+        const QuantOutputs o = quant_outputs(x, q);
         const Tensor residual_out = residual ? empty(x.sizes(), x.scalar_type(), x.device())
                                              : empty({0}, x.scalar_type(), x.device());
-        if (quant_into(x, residual, residual_out, weight, scale, scale_ub, eps, offset,
-                       casting_mode, normalized_sum, quantizer, group_size, ue8m0,
-                       transposed_scales, o))
+        if (quant_into(x, residual, residual_out, weight, q, o))
             return {o.out, o.scales, residual_out, o.unquantized};
     }
-    return triton_ops().quant_fwd.call(x, residual, weight, scale, scale_ub, eps, offset,
-                                       casting_mode, normalized_sum, quantizer, quant_dtype,
-                                       group_size, ue8m0, transposed_scales, return_unquantized);
+    return quant_fwd_launcher(x, residual, weight, q);
 }
 
 std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cuda(
@@ -423,18 +452,14 @@ std::tuple<Tensor, Tensor, Tensor> quant_add_fwd_inplace_cuda(
     const OptTensor& scale_ub, double eps, double offset, Mode casting_mode,
     Mode normalized_sum, Mode quantizer, at::ScalarType quant_dtype, int64_t group_size,
     bool ue8m0, bool transposed_scales, bool return_unquantized) {
-    if (quant_covered(x, residual, weight, scale, scale_ub, eps, offset, casting_mode,
-                      normalized_sum, quantizer, quant_dtype, group_size) &&
-        updatable(residual, x, weight)) {
-        const QuantOutputs o = quant_outputs(x, scale, quant_dtype, group_size, transposed_scales,
-                                             return_unquantized);
-        if (quant_into(x, residual, residual, weight, scale, scale_ub, eps, offset, casting_mode,
-                       normalized_sum, quantizer, group_size, ue8m0, transposed_scales, o))
+    const QuantOptions q{scale, scale_ub, eps, offset, casting_mode, normalized_sum, quantizer,
+                         quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized};
+    if (quant_covered(x, residual, weight, q) && updatable(residual, x, weight)) {
+        const QuantOutputs o = quant_outputs(x, q);
+        if (quant_into(x, residual, residual, weight, q, o))
             return {o.out, o.scales, o.unquantized};
     }
-    return triton_ops().quant_add_fwd_inplace.call(
-        x, residual, weight, scale, scale_ub, eps, offset, casting_mode, normalized_sum,
-        quantizer, quant_dtype, group_size, ue8m0, transposed_scales, return_unquantized);
+    return quant_add_fwd_inplace_launcher(x, residual, weight, q);
 }
 
 }  // namespace
