@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import pathlib
 import zlib
 
 import torch
@@ -10,6 +11,9 @@ from torch import nn
 import rmsnorm
 from rmsnorm import reference
 from rmsnorm.launch import configs
+
+# The repository's root (helpers.py stays at tests/ whatever folder a test is in).
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # Relative error allowed against the float64 ground truth: two roundings to the dtype (llama
 # rounds twice) plus fp32 reduction noise; fp32 and fp64 at their own level.
@@ -44,6 +48,23 @@ def assert_same_bits(a, b):
     assert a.dtype == b.dtype and a.shape == b.shape
     as_int = torch.int16 if a.element_size() == 2 else torch.int32
     assert torch.equal(a.view(as_int), b.view(as_int))
+
+
+def _byte_codes(t):
+    return t.view(torch.uint8) if t.element_size() == 1 else t
+
+
+def assert_same(a, b, what):
+    """Bit-identical, NaNs where the other has NaNs (fp8 and int8 compared as bytes)."""
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{tuple(a.shape)} vs " \
+                                                      f"{b.dtype}{tuple(b.shape)}"
+    a, b = _byte_codes(a).cpu(), _byte_codes(b).cpu()
+    if a.is_floating_point():
+        assert torch.equal(a.isnan(), b.isnan()), f"{what}: NaNs differ"
+        a, b = a.nan_to_num(0.0), b.nan_to_num(0.0)
+    differ = a != b
+    assert not differ.any(), f"{what}: {int(differ.sum())} of {a.numel()} elements differ, " \
+                             f"first at {differ.nonzero()[0].tolist()}"
 
 
 def assert_close_float64(y, y64, *dtypes):

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from helpers import ROOT
+
 QUANT_FLAGS = ["has_ub", "ss_col", "ss_row", "store_unq", "ue8m0"]
 ROW_COUNTS = {"fwd_tile_kernel": ["H", "M", "rstd_rows"],
               "fwd_loop_kernel": ["H", "M", "rstd_rows"],
@@ -62,7 +64,7 @@ print(json.dumps(facts))
 @pytest.fixture(scope="module")
 def facts():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(ROOT)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
                           text=True, timeout=600)

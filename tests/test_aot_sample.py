@@ -8,7 +8,7 @@ import sys
 
 from rmsnorm.aot import build as aot, sample
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
 
 
 def test_every_kind_of_specialization_is_in_the_sample_at_its_first_and_last_row():
@@ -30,7 +30,7 @@ def test_the_sample_is_a_fraction_of_the_full_build():
 
 def test_under_the_interpreter_it_says_it_cannot_compile():
     env = dict(os.environ, TRITON_INTERPRET="1")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run([sys.executable, "-m", "rmsnorm.aot.sample"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "TRITON_INTERPRET is set" in done.stderr

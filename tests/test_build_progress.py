@@ -3,11 +3,11 @@ build: the whole output to the log, the AOT compile's progress lines to the term
 come (not when the build ends). A fake build: nothing is compiled."""
 
 import os
-import pathlib
 import select
 import subprocess
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 SCRIPT = ROOT / "scripts" / "show_progress.sh"
 
 

@@ -78,7 +78,7 @@ BACKWARD_LAUNCHES = {
 @pytest.mark.parametrize("casting_mode", ["llama", "gemma"])
 def test_chunked_backward_matches_float64_the_contract_and_the_recipe(device, n, dtype,
                                                                      casting_mode):
-    from test_backward import assert_gradients_match, expected_gradients
+    from gradients import assert_gradients_match, expected_gradients
 
     seed = seed_of("chunked-bwd", n, dtype, casting_mode)
     x, dy = randn((7, n), dtype, device, seed), randn((7, n), dtype, device, seed + 1)

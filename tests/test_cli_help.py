@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 SCRIPTS = {"rmsnorm-bench": "rmsnorm_tools.bench", "rmsnorm-demo": "rmsnorm_tools.demo",
            "rmsnorm-sweep": "rmsnorm_tools.sweep", "rmsnorm-compare": "rmsnorm.compare"}
 # Where a script's main() lives when it is not the module `python -m` runs (a package's

@@ -3,7 +3,6 @@ compiler's own layout of include/rmsnorm/rmsnorm.h is the truth. A small C progr
 every field's offset, every struct's size and the enum values, and they must be clib's."""
 
 import ctypes
-import pathlib
 import shutil
 import subprocess
 
@@ -12,7 +11,8 @@ import torch
 
 import clib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 STRUCTS = {"rmsnorm_rows": clib.Rows, "rmsnorm_forward_args": clib.ForwardArgs,
            "rmsnorm_backward_args": clib.BackwardArgs}
 ENUMS = {"RMSNORM_F32": clib.DTYPES[torch.float32], "RMSNORM_F16": clib.DTYPES[torch.float16],

@@ -5,7 +5,6 @@ in pip's isolated build). Configure steps only: nothing is compiled."""
 import os
 import itertools
 import json
-import pathlib
 import re
 import shutil
 import subprocess
@@ -14,7 +13,7 @@ import venv
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake")
 

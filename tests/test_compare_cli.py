@@ -13,7 +13,8 @@ import torch
 from rmsnorm import compare
 from rmsnorm.compare import cli, space
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 EXAMPLE = os.path.join(ROOT, "examples", "compare", "fused_add.py")
 
 

@@ -9,8 +9,9 @@ import torch
 
 from rmsnorm import compare
 from rmsnorm.compare import adapters
+from helpers import ROOT
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+EXAMPLE = os.path.join(str(ROOT),
                        "examples", "compare", "fused_add.py")
 
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
 
 SCRIPT = textwrap.dedent("""
     import torch, rmsnorm

@@ -5,14 +5,13 @@ runs for an editable install, on a copy of the checkout; scripts/install_check.s
 pip install -e."""
 
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake")
 

@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 SCRIPT = os.path.join(ROOT, "scripts", "install_check.sh")
 
 

@@ -6,10 +6,10 @@ cpp/tests/generated/launch_plan_cases.hpp, written by this file):
     python tests/test_launch_plan_cases.py   # rewrite the cases after a rule changed
 """
 
-import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 sys.path.insert(0, str(ROOT))
 
 from rmsnorm.launch import configs, specs

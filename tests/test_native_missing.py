@@ -4,7 +4,6 @@ in place with scripts/build_native.sh, not with the long test build; an installe
 reinstalled."""
 
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -12,7 +11,7 @@ import torch
 
 from rmsnorm.pytorch import native
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import ROOT
 
 
 def _source_tree(tmp_path):

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import rmsnorm
 from rmsnorm.pytorch import native
-from helpers import randn, seed_of, weight_for
+from helpers import ROOT, randn, seed_of, weight_for
 
 
 class OpsCalled(TorchDispatchMode):
@@ -115,7 +115,7 @@ def test_a_cpu_torch_build_reports_no_cuda_kernels():
 def _python(code, **env):
     full = {**os.environ, **env}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=full, cwd=os.path.dirname(os.path.dirname(__file__)))
+                          env=full, cwd=str(ROOT))
 
 
 def test_rmsnorm_kernels_in_the_environment_chooses_the_launcher_or_is_refused_by_name():

@@ -4,11 +4,10 @@ them against (rmsnorm.reference) nor the diagnosis tool built on it (rmsnorm.com
 the device code imports nothing of the host side."""
 
 import ast
-import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import ROOT
 
 
 def _imports(path):

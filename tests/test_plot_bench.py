@@ -13,7 +13,8 @@ pytest.importorskip("matplotlib", reason="scripts/plot_bench.py needs matplotlib
 
 from rmsnorm_tools import suite  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 RESULTS = os.path.join(ROOT, "docs", "results")
 PNGS = ("fwd_pct_copy.png", "add_pct_copy.png", "bwd_pct_copy.png", "decode_us.png")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -8,7 +8,7 @@ import torch
 import rmsnorm
 from rmsnorm import reference
 from rmsnorm.launch import configs, quant
-from helpers import assert_close_float64, randn, seed_of, weight_for
+from helpers import assert_close_float64, assert_same, randn, seed_of, weight_for
 
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 QUANT_DTYPES = FP8 + (torch.int8,)
@@ -34,23 +34,6 @@ def mode_kwargs(mode, quant_dtype, device):
 
 def applies(mode, quant_dtype):
     return not (mode == "token-ub" and quant_dtype == torch.int8)
-
-
-def bits(t):
-    return t.view(torch.uint8) if t.element_size() == 1 else t
-
-
-def assert_same(a, b, what):
-    """Bit-identical, NaNs where the other has NaNs (fp8 and int8 compared as bytes)."""
-    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{tuple(a.shape)} vs " \
-                                                      f"{b.dtype}{tuple(b.shape)}"
-    a, b = bits(a).cpu(), bits(b).cpu()
-    if a.is_floating_point():
-        assert torch.equal(a.isnan(), b.isnan()), f"{what}: NaNs differ"
-        a, b = a.nan_to_num(0.0), b.nan_to_num(0.0)
-    differ = a != b
-    assert not differ.any(), f"{what}: {int(differ.sum())} of {a.numel()} elements differ, " \
-                             f"first at {differ.nonzero()[0].tolist()}"
 
 
 def composition(x, weight, residual, quant_dtype, casting_mode="llama", inplace=False, **kw):

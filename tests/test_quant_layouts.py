@@ -12,6 +12,8 @@ import json
 import subprocess
 import sys
 
+from helpers import ROOT
+
 _PROBE = r"""
 import json, re
 from rmsnorm.aot import build as aot
@@ -84,6 +86,6 @@ def test_quantized_kernels_sum_rows_in_the_plain_forwards_layout():
 def _env():
     import os
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(ROOT)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     return env

@@ -12,10 +12,9 @@ import rmsnorm
 from rmsnorm import reference
 from rmsnorm.launch import configs, ops, quant
 from rmsnorm.pytorch import recipes
-from helpers import (assert_close_float64, assert_matches_recipe, assert_same_bits, llama_slack,
-                     randn, seed_of, weight_for)
-from test_backward import grads, rel_err
-from test_quant import assert_same
+from gradients import grads, rel_err
+from helpers import (assert_close_float64, assert_matches_recipe, assert_same, assert_same_bits,
+                     llama_slack, randn, seed_of, weight_for)
 
 E4M3 = torch.float8_e4m3fn
 DTYPES = (torch.bfloat16, torch.float16)

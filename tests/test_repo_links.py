@@ -5,7 +5,8 @@ import os
 import re
 import subprocess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 SKIP_DIRS = {".git", ".venv", "build", "out", ".cache", "__pycache__", ".pytest_cache", "results"}
 OUTSIDE = re.compile(r"\.\./" + "shared/|" + "shared/" + "docs/")
 

@@ -9,7 +9,7 @@ from rmsnorm import reference
 from rmsnorm.launch import configs, ops
 from helpers import assert_same_bits, nan_like, randn, seed_of, weight_for
 
-from test_backward import assert_gradients_match, expected_gradients, rel_err
+from gradients import assert_gradients_match, expected_gradients, rel_err
 
 
 def split(block_n=16, warps=1):

@@ -12,7 +12,7 @@ import torch
 import rmsnorm
 from rmsnorm.pytorch import native, status
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
 
 
 @pytest.mark.skipif(torch.version.cuda is not None, reason="a CPU build of torch")

@@ -3,9 +3,10 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "suite_report.py"
+from helpers import ROOT
+
+SCRIPT = ROOT / "scripts" / "suite_report.py"
 
 
 def row(op, dtype, m, n, timing, pct=None, us=None):

@@ -3,7 +3,6 @@ pyproject.toml declares and no wider, every minor release of which CI installs a
 outside which `import rmsnorm` warns once and runs."""
 
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 
 from rmsnorm.launch import triton_versions
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import ROOT
 
 
 def _minor(version):

@@ -1,15 +1,15 @@
 """docs/USAGE.md's table of errors is what the functions raise: every row's example, run,
 raises the kind of error the row names (not a subclass, not another kind)."""
 
-import pathlib
 import re
 
 import pytest
 import torch
 
 import rmsnorm
+from helpers import ROOT
 
-USAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "USAGE.md"
+USAGE = ROOT / "docs" / "USAGE.md"
 ERRORS = {"TypeError": TypeError, "ValueError": ValueError, "RuntimeError": RuntimeError}
 
 
