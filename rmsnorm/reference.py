@@ -13,7 +13,7 @@
   `quantizer="vllm_fused"` the formulas of vLLM's fused norm-quant kernels instead.
 - `contract_fused_add_rms_norm(..., normalized_sum="fp32")`: the fused add of vLLM's fused
   quantized kernels and FlashInfer's, which normalize the unrounded fp32 sum
-  (tests/test_vendor_kernels.py holds these recipes to the vendors' kernels).
+  (tests/quant/test_vendor_kernels.py holds these recipes to the vendors' kernels).
 - `contract_rms_norm_backward`: DESIGN.md's backward formulas in PyTorch ops (the CPU path
   without the interpreter); `float64_rms_norm` under autograd is the gradients' ground truth.
 """

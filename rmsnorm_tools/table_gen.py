@@ -13,7 +13,7 @@ takes the row of the next measured width above it (the rule configs.rule_index a
 as few of its chunks as hold the width where it is a chunked tile (rows of fewer chunks are
 added below it); the widest measured loop launch also takes every longer row. Neighbouring
 rows with the same launch are merged. The result is deterministic: applying a table's own
-SOURCES to it again gives the same table (tests/test_table_gen.py checks that the committed
+SOURCES to it again gives the same table (tests/aot/test_table_gen.py checks that the committed
 table is such a fixed point, so it cannot drift from its measurements by hand).
 """
 

@@ -159,7 +159,8 @@ for step in $steps; do
         overhead) python3 -m rmsnorm_tools.bench --overhead >"$step_out" 2>>"$log"
                   rc=$?; add_table overhead ;;
         cpp) { bash scripts/test_cpp.sh && python3 -m pytest -q -p no:cacheprovider \
-                   tests/test_clib.py tests/test_compiled_path.py; } >"$OUT/cpp.log" 2>&1
+                   tests/native/test_clib.py tests/native/test_compiled_path.py; } \
+                 >"$OUT/cpp.log" 2>&1
              summary+=("cpp ($((SECONDS - t0)) s): $(grep -E "tests passed|tests failed" \
                        "$OUT/cpp.log" | tr -s ' \n' ' '); $(grep -E "^(OK|MISMATCH)|no GPU" \
                        "$OUT/cpp.log"); $(tail -n 1 "$OUT/cpp.log")") ;;

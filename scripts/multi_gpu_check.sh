@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-GPU check (DTensor, FSDP2, sequence parallelism) on a machine with two or more GPUs, in
 # one call of about 3-5 minutes:
-#   1. tests/test_distributed.py with NCCL on two GPUs (RMSNORM_DIST_DEVICE=cuda);
+#   1. tests/api/test_distributed.py with NCCL on two GPUs (RMSNORM_DIST_DEVICE=cuda);
 #   2. training throughput of a small Llama (hidden 2048, 4 layers, seq 4096, bf16) on two
 #      GPUs, rmsnorm against HF's LlamaRMSNorm, under sequence parallelism (+ FSDP2 on a
 #      data-parallel dimension of 1) and under FSDP2 alone (scripts/multi_gpu_bench.py, one
@@ -44,7 +44,8 @@ for step in $steps; do
     case $step in
         tests)
             RMSNORM_DIST_DEVICE=cuda timeout "${TEST_TIMEOUT:-240}" "$PY" -m pytest -q -rs \
-                -p no:cacheprovider --durations=5 tests/test_distributed.py >"$OUT/tests.log" 2>&1
+                -p no:cacheprovider --durations=5 tests/api/test_distributed.py \
+                >"$OUT/tests.log" 2>&1
             rc=$?
             grep -hE "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
             summary+=("tests (exit $rc, $((SECONDS - t0)) s): $(tail -n 1 "$OUT/tests.log")") ;;

@@ -13,11 +13,12 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOGS=${RMSNORM_TRITON_LOGS:-$ROOT/build/triton-check}
-KERNEL_TESTS=(test_forward.py test_fused_add.py test_backward.py test_quant.py
-              test_quant_layouts.py test_quant_rounding.py test_split_forward.py
-              test_split_backward.py test_chunked_tiles.py test_interpreter_compat.py
-              test_interpreter_launches.py test_triton_versions.py
-              test_aot.py test_aot_abi.py)
+KERNEL_TESTS=(kernels/test_forward.py kernels/test_fused_add.py kernels/test_backward.py
+              quant/test_quant.py quant/test_quant_layouts.py quant/test_quant_rounding.py
+              kernels/test_split_forward.py kernels/test_split_backward.py
+              kernels/test_chunked_tiles.py kernels/test_interpreter_compat.py
+              kernels/test_interpreter_launches.py aot/test_triton_versions.py
+              aot/test_aot.py aot/test_aot_abi.py)
 say() { echo "rmsnorm: triton check: $*" >&2; }
 if [ "${RMSNORM_SKIP_TRITON_CHECK:-0}" = 1 ]; then
     say "SKIPPED (RMSNORM_SKIP_TRITON_CHECK=1)"

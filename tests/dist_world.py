@@ -1,4 +1,4 @@
-"""Two worker processes in one torch.distributed process group, for tests/test_distributed.py.
+"""Two worker processes in one torch.distributed process group, for tests/api/test_distributed.py.
 
 The workers stay up for the whole test module (starting a process and importing torch costs
 seconds on the CI machine); each test sends them a function of its own module and gets back

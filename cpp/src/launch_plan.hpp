@@ -4,7 +4,7 @@
 // and the dw reduction's column blocks (rmsnorm.launch.configs.reduce_launch, generated into
 // kernel_abi.hpp). The rules are code on both sides; test_launch_plan.cpp checks this side against
 // cases the Python functions computed (cpp/tests/generated/launch_plan_cases.hpp,
-// tests/test_launch_plan_cases.py).
+// tests/aot/test_launch_plan_cases.py).
 #pragma once
 
 #include <algorithm>

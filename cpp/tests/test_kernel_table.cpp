@@ -46,7 +46,7 @@ TEST(KernelKey, EachFieldIsPackedAtItsGeneratedShift) {
     namespace abi = rmsnorm::detail::abi;
     const rmsnorm::detail::KernelKey base{Op::kForward, 0, false, false, false, false, 0, 0};
     EXPECT_EQ(base.packed(), 0u);
-    // tests/test_aot_abi.py checks the shifts against rmsnorm/aot/build.py's Spec.key.
+    // tests/aot/test_aot_abi.py checks the shifts against rmsnorm/aot/build.py's Spec.key.
     auto key = base;
     key.op = Op::kBackward;
     EXPECT_EQ(key.packed(), 2u << abi::kOpShift);

@@ -1,6 +1,6 @@
 // librmsnorm plans its launches as the Python launcher does (src/launch_plan.hpp), case by
 // case against what the Python rules computed (generated/launch_plan_cases.hpp, written by
-// tests/test_launch_plan_cases.py).
+// tests/aot/test_launch_plan_cases.py).
 #include <gtest/gtest.h>
 
 #include "generated/launch_plan_cases.hpp"

@@ -1,5 +1,5 @@
 """Inputs that separate the recipes: rows of kinds chosen so that every axis changes the output
-of a 16-bit norm (tests/test_compare_inputs.py checks every pair of recipes one axis apart).
+of a 16-bit norm (tests/compare/test_compare_inputs.py checks every pair of recipes one axis apart).
 
 Row kinds (`KINDS`), cycled over the rows by `generate(..., kinds="mixed")`:
 

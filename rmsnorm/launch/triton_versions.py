@@ -2,7 +2,7 @@
 
 TESTED is the one statement of the range: pyproject.toml's `triton>=3.6,<3.10`, the releases
 CI installs (requirements/ci.txt's pin and requirements/other-tritons.txt) and the README
-follow it, and tests/test_triton_versions.py holds them to it. torch 2.10 and 2.11 pin Triton
+follow it, and tests/aot/test_triton_versions.py holds them to it. torch 2.10 and 2.11 pin Triton
 3.6, torch 2.12 and 2.13 pin 3.7; 3.8 and 3.9 are the newer releases the next torch brings.
 
 On a Triton outside it (installed with --no-deps, or a nightly), import warns once and runs:

@@ -2,7 +2,7 @@
 function computes what that engine's kernel of the call computes, and the options they set
 (normalized_sum="fp32", quantizer="vllm_fused") hold on every path: the fused add normalizes
 the unrounded sum while it writes the rounded one, and the quantized forward equals that
-fused add followed by the quantizer of its formulas. tests/test_vendor_kernels.py holds the
+fused add followed by the quantizer of its formulas. tests/quant/test_vendor_kernels.py holds the
 presets to the vendors' real kernels on the GPU."""
 
 import pytest

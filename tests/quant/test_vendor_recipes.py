@@ -1,6 +1,6 @@
 """The vendors' recipes in PyTorch ops (rmsnorm.reference): the fused add that normalizes the
 unrounded fp32 sum (vLLM's fused quantized kernels, FlashInfer's fused add) and the scale
-and quotient formulas of vLLM's fused norm-quant kernels. tests/test_vendor_kernels.py holds
+and quotient formulas of vLLM's fused norm-quant kernels. tests/quant/test_vendor_kernels.py holds
 them to the vendors' real kernels on the GPU."""
 
 import pytest
