@@ -2,9 +2,10 @@
 Triton kernels launched by C on PyTorch CUDA tensors. A test helper, not part of the package:
 C callers use rmsnorm.h, PyTorch callers the ops that link the library.
 
-The library is looked for at $RMSNORM_LIBRARY, else in the package: rmsnorm/_native/librmsnorm.so,
-which `pip install` (and, in a checkout, `bash scripts/test_cpp.sh`) puts there. `available()` says whether it loaded, `why_not()` why
-not. Calls take tensors already validated by rmsnorm.launch.ops (2-D rows: one row stride each).
+The library is looked for at $RMSNORM_LIBRARY, else in the package:
+rmsnorm/_native/librmsnorm.so, which `pip install` (and, in a checkout, `bash
+scripts/test_cpp.sh`) puts there. `available()` says whether it loaded, `why_not()` why not.
+Calls take tensors already validated by rmsnorm.launch.ops (2-D rows: one row stride each).
 """
 
 import ctypes

@@ -1,6 +1,7 @@
 """The launcher of the quantized forward (rms_norm_quant, fused_add_rms_norm_quant): its
 argument checks, its outputs and its epilogue's kernel arguments; the launch itself is the
-forward's (rmsnorm.launch.forward.launch_forward), with the epilogue's kernels of the same family."""
+forward's (rmsnorm.launch.forward.launch_forward), with the epilogue's kernels of the same
+family."""
 
 import dataclasses
 
@@ -178,7 +179,8 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
         # written (store_unq is 0).
         epilogue = dataclasses.replace(epilogue, unquantized=alloc((1,), y_dtype, device),
                                        stores_unquantized=False)
-    launch_forward(x, residual, weight, eps, offset, casting_mode, y, residual_out, None, launch, epilogue, normalized_sum == "fp32")
+    launch_forward(x, residual, weight, eps, offset, casting_mode, y, residual_out, None, launch,
+                   epilogue, normalized_sum == "fp32")
     return out, scales, residual_out, unquantized
 
 
@@ -204,11 +206,11 @@ def _launch_for(x, residual, weight, how, group_size, launch):
 def _recipe(x, residual, weight, eps, offset, casting_mode, quant_dtype, scale, group_size,
             scale_ub, ue8m0, y_dtype, out, scales, residual_out, unquantized, normalized_sum,
             quantizer):
-    """CPU without the interpreter: the forward's recipe (rmsnorm.launch.forward.forward_recipe), then the
-    quantizer's."""
+    """CPU without the interpreter: the forward's recipe (rmsnorm.launch.forward.forward_recipe),
+    then the quantizer's."""
     y = unquantized if unquantized is not None else alloc(x.shape, y_dtype, x.device)
     forward_recipe(x, residual, weight, eps, offset, casting_mode, y, residual_out, None,
-                        normalized_sum)
+                   normalized_sum)
     qv, s = quant_contract.quantize(y, quant_dtype, scale=scale, group_size=group_size,
                                     scale_ub=scale_ub, use_ue8m0=ue8m0, quantizer=quantizer)
     out.copy_(qv)
