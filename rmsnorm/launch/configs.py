@@ -31,13 +31,11 @@ MAX_TILE = {2: 32768, 4: 32768, 8: 8192}
 # The same for a forward tile kept in its 16-bit storage dtype (Launch.keep_stored): half the
 # registers (ptxas: 65536 bf16 or fp16 values in 1024 threads at 64 registers, no spill).
 MAX_KEPT_TILE = {2: 65536}
-# The dtypes a table row may be of its own (Rule.family), by name, and their sizes.
-DTYPE_BYTES = dtypes.BYTES
 
 
 def family_bytes(family) -> int:
     """The element size of a Rule.family: a size itself, or a dtype's name."""
-    return DTYPE_BYTES[family] if isinstance(family, str) else family
+    return dtypes.BYTES[family] if isinstance(family, str) else family
 
 
 # Narrowest tile: shorter rows are masked. One floor keeps tiny rows off a family of
@@ -152,7 +150,7 @@ or of one dtype (`family`),
 
     op: str  # "fwd", "add" (fused residual add + forward) or "bwd" (backward, both forms)
     # The widest streamed element's size, 2 (bf16, fp16), 4 (fp32) or 8 (fp64): rows that
-    # serve every dtype of that size; or a dtype's name ("fp16", DTYPE_BYTES): rows of that
+    # serve every dtype of that size; or a dtype's name ("fp16", dtypes.BYTES): rows of that
     # dtype's own, which serve it instead (the sweep measured it apart).
     family: typing.Union[int, str]
     max_n: typing.Optional[int]
@@ -198,7 +196,7 @@ def rules(arch: int = DEFAULT_ARCH) -> typing.Tuple[Rule, ...]:
 
 def rules_for(op: str, elem_bytes: int, arch: int = DEFAULT_ARCH,
               dtype: typing.Optional[str] = None) -> typing.Tuple[Rule, ...]:
-    """The rows of one op for rows of `dtype` (a DTYPE_BYTES name; None: dtypes mixed) whose
+    """The rows of one op for rows of `dtype` (a dtypes.BYTES name; None: dtypes mixed) whose
     widest element takes elem_bytes: the dtype's own rows where the table has them, else
     those of its element size; narrowest first (the last covers every longer row)."""
     if dtype is not None:
@@ -235,7 +233,7 @@ def forward_launch(n: int, elem_bytes: int, fused: bool, weight_bytes: int = 0,
                    arch: int = DEFAULT_ARCH, dtype: typing.Optional[str] = None,
                    quantized: typing.Optional[str] = None) -> Launch:
     """The launch for rows of n elements of elem_bytes bytes (the widest of x and residual),
-    all of `dtype` (a DTYPE_BYTES name; None when they differ), plain or fused-add forward;
+    all of `dtype` (a dtypes.BYTES name; None when they differ), plain or fused-add forward;
     weight_bytes is the weight's element size (0: no weight); arch the GPU's compute
     capability (major * 10 + minor); quantized: the quantized forward's launch, for its
     scales (QUANTIZED_SCALES: "static", "token" or "group"; quantized_launch)."""

@@ -7,11 +7,11 @@ the compiled ones in COMPILED's order (rmsnorm.aot.abi generates the codes from 
 COMPILED = ("fp32", "fp16", "bf16")
 # Every dtype the launcher serves, by name, and its element size.
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
-_OF_TORCH = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32",
-             "torch.float64": "fp64"}
+# torch's attribute name of each (torch.bfloat16, ...): the launch table and the AOT build need
+# no torch, so the mapping is by name; the launcher keys a dict by the dtypes themselves.
+TORCH = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
 
 
 def name_of(dtype):
-    """The name of a torch dtype, or None for one the launcher does not serve (by its string,
-    so that the launch table and the AOT build need no torch)."""
-    return _OF_TORCH.get(str(dtype))
+    """The name of a torch dtype, or None for one the launcher does not serve."""
+    return TORCH.get(str(dtype).replace("torch.", "", 1))

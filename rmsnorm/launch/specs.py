@@ -21,6 +21,9 @@ from rmsnorm.launch.device import (INTERPRETED, INTERPRETER_PROGRAMS, arch, grid
 from rmsnorm.launch.layout import plan_rows
 from rmsnorm.launch.runner import Prepared
 
+# dtypes' names by torch dtype: table_dtype runs on every launch the table picks.
+_NAMES = {getattr(torch, attr): name for attr, name in dtypes.TORCH.items()}
+
 # The split backward's row segment, in tiles of the launch's block_n (a prototype constant).
 SPLIT_SEG_TILES = 8
 
@@ -29,7 +32,7 @@ def table_dtype(*streamed):
     """The table's name of the streamed tensors' dtype; None when they differ (rows of the
     widest element's size then serve)."""
     kinds = {t.dtype for t in streamed if t is not None}
-    return dtypes.name_of(kinds.pop()) if len(kinds) == 1 else None
+    return _NAMES.get(kinds.pop()) if len(kinds) == 1 else None
 
 
 def forward_launch(x, residual, weight, quantized=None):
@@ -39,7 +42,7 @@ def forward_launch(x, residual, weight, quantized=None):
     return configs.forward_launch(
         x.shape[-1], max(x.element_size(), residual.element_size() if fused else 0), fused,
         weight.element_size() if weight is not None else 0, arch(x.device),
-        table_dtype(x, residual), **({} if quantized is None else dict(quantized=quantized)))
+        table_dtype(x, residual), quantized)
 
 
 def fp32_sum_launch(launch, x, residual, weight):
