@@ -55,7 +55,9 @@ def _byte_codes(t):
 
 
 def assert_same(a, b, what):
-    """Bit-identical, NaNs where the other has NaNs (fp8 and int8 compared as bytes)."""
+    """Equal values, NaNs where the other has NaNs (fp8 and int8 compared as bytes, so their
+    codes bit for bit); for floats -0 equals +0 and NaN payloads are not compared, where
+    assert_same_bits compares the raw bits (and gives no count or position)."""
     assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{tuple(a.shape)} vs " \
                                                       f"{b.dtype}{tuple(b.shape)}"
     a, b = _byte_codes(a).cpu(), _byte_codes(b).cpu()
