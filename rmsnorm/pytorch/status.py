@@ -14,7 +14,7 @@ from rmsnorm.pytorch import native
 TRITON_CASES = (
     "float64 tensors",
     "mixed dtypes (activations, residual and weight not all of one dtype)",
-    "rows that need two strides (views such as x[:, ::2] of a 3-D tensor)",
+    "rows that need two strides (views such as x[:, :2] of a 3-D tensor: two of its heads)",
     "tensors with the negative bit (x._neg_view()), tensor subclasses other than DTensor",
     "outputs (out=, residual_out) that partly overlap an input",
     "forwards of rows wider than the widest tile, fewer than half the SMs (a quarter for the "
