@@ -221,49 +221,47 @@ def _launch(spec, arch):
 
 def _signature(spec, arch):
     """(kernel, signature, constexprs, pointers, ints, num_warps, num_stages): the last but
-    two are the arguments ALIGN_PTR and ALIGN_VEC take as multiples of 16."""
+    two are the arguments ALIGN_PTR and ALIGN_VEC take as multiples of 16. The kernel and
+    its constexprs are the launcher's (rmsnorm.launch.specs) for the same call: contiguous
+    rows (one level of strides) of one dtype, compiled code (no soft bf16)."""
     import triton.language as tl
 
-    from rmsnorm.kernels import backward, forward
-    from rmsnorm.launch import configs
+    from rmsnorm.kernels import backward
+    from rmsnorm.launch import configs, specs
 
     t = "*" + spec.dtype
+    pdl = configs.waits_on_prior_grid(arch)
     if spec.op == "reduce":
-        block_p, block_c, warps = configs.reduce_launch((1 << spec.variant) * 128)
-        assert block_c == 1 << spec.variant
+        consts, warps = specs.reduce_constexprs((1 << spec.variant) * 128, pdl_=pdl,
+                                                soft_bf16=False)
+        assert consts["BLOCK_C"] == 1 << spec.variant
         kernel = backward.dw_reduce_kernel
         types = {"DWP": "*fp32", "DW": t, "P": "i32", "N": "i32"}
-        consts = dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=False,
-                      PDL=configs.waits_on_prior_grid(arch))
         return kernel, types, consts, {"DWP", "DW"}, {"N"}, warps, 1
     launch = _launch(spec, arch)
-    loop = launch.path == "loop"
-    row_vec = configs.row_vector(dtypes.BYTES[spec.dtype])  # one dtype for the whole row
-    common = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
-                  W_RESIDENT=launch.w_resident, HAS_W=spec.has_w, TWO_LEVEL=False,
-                  LLAMA=spec.llama, ACC=tl.float32, SOFT_BF16=False,
-                  PDL=configs.waits_on_prior_grid(arch))
     if spec.op == "bwd":
-        kernel = backward.bwd_loop_kernel if loop else backward.bwd_tile_kernel
+        kernel = specs.backward_kernel(launch)
         pointers = dict(DY=t, X=t, W=t, RSTD="*fp32", DX=t, DRESIDUAL=t, DWP="*fp32")
-        consts = dict(common, DW_RESIDENT=launch.dw_resident, CHUNKS=launch.chunks,
-                      HAS_DRESIDUAL=spec.has_dresidual, HAS_DW=spec.has_dw)
-    elif spec.quant:
-        kernel = forward.fwd_quant_loop_kernel if loop else forward.fwd_quant_tile_kernel
-        ptr_type, q_dtype = QFORMAT_TYPES[spec.qformat]
-        # Y holds the quantized values; UNQ (y's dtype: the activations') the unquantized y.
-        pointers = dict(X=t, RESIDUAL=t, W=t, Y="*" + ptr_type, RESIDUAL_OUT=t, RSTD="*fp32",
-                        SCALE="*fp32", SCALE_UB="*fp32", UNQ=t)
-        consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
-                      HAS_RESIDUAL=spec.op == "add", VEC=row_vec, QUANT=spec.quant,
-                      Q_DTYPE=getattr(tl, q_dtype), GROUP_SIZE=spec.group,
-                      NORMALIZE_FP32_SUM=spec.fp32_sum, QUANTIZER_FUSED=spec.vllm_fused)
+        consts = specs.backward_constexprs(
+            launch, has_dresidual=spec.has_dresidual, has_w=spec.has_w, has_dw=spec.has_dw,
+            two_level=False, llama=spec.llama, acc_dtype=tl.float32, pdl_=pdl,
+            soft_bf16=False)
     else:
-        kernel = forward.fwd_loop_kernel if loop else forward.fwd_tile_kernel
+        quantized = None
         pointers = dict(X=t, RESIDUAL=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
-        consts = dict(common, CHUNKS=launch.chunks, KEEP_STORED=launch.keep_stored,
-                      HAS_RESIDUAL=spec.op == "add", VEC=row_vec,
-                      NORMALIZE_FP32_SUM=spec.fp32_sum)
+        if spec.quant:
+            ptr_type, code_dtype = QFORMAT_TYPES[spec.qformat]
+            quantized = specs.Quantized(spec.quant, getattr(tl, code_dtype), spec.group,
+                                        spec.vllm_fused)
+            # Y holds the quantized values; UNQ (y's dtype: the activations') the
+            # unquantized y.
+            pointers.update(Y="*" + ptr_type, SCALE="*fp32", SCALE_UB="*fp32", UNQ=t)
+        kernel = specs.forward_kernel(launch, quantized)
+        consts = specs.forward_constexprs(
+            launch, fused=spec.op == "add", has_w=spec.has_w, two_level=False,
+            llama=spec.llama, acc_dtype=tl.float32,
+            vec=configs.row_vector(dtypes.BYTES[spec.dtype]), fp32_sum=spec.fp32_sum,
+            pdl_=pdl, soft_bf16=False, quantized=quantized)
     types = {}
     for name in kernel.arg_names:
         if name in consts:
@@ -345,7 +343,8 @@ def _sources_hash():
     h = hashlib.sha256(triton.__version__.encode())
     package = pathlib.Path(__file__).resolve().parents[1]
     for path in sorted([*package.joinpath("kernels").glob("*.py"),
-                        package / "launch" / "configs.py", package / "aot" / "build.py"]):
+                        *(package / "launch" / f for f in ("configs.py", "specs.py")),
+                        package / "aot" / "build.py"]):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 

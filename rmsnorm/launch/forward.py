@@ -136,7 +136,7 @@ def launch_forward(x, residual, weight, eps, offset, casting_mode, y, residual_o
         launch = specs.fp32_sum_launch(launch, x, residual, weight)
     spec = specs.forward_spec(x.shape, x.device, meta(x), meta(residual), meta(y),
                               meta(residual_out), None if weight is None else weight.dtype,
-                              rstd is not None, casting_mode, launch, quant and quant.flags,
+                              rstd is not None, casting_mode, launch, quant and quant.quantized,
                               quant and quant.unquantized.dtype, fp32_sum)
     if spec is None or not spec[2] or not aligned(x, residual, weight, y, residual_out):
         # Not the kernel the same data laid out contiguously would run (more than two

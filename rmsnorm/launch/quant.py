@@ -23,9 +23,9 @@ SCALES = dict(enumerate(configs.QUANTIZED_SCALES, start=q.STATIC))
 
 @dataclasses.dataclass(frozen=True)
 class Epilogue:
-    """What the quantized kernels take beyond the forward's: their constexprs (`flags`, a
-    key of the launcher's caches), the scale tensors and the unquantized output."""
-    flags: tuple
+    """What the quantized kernels take beyond the forward's: their constexprs (`quantized`,
+    a key of the launcher's caches), the scale tensors and the unquantized output."""
+    quantized: specs.Quantized
     scale: torch.Tensor  # static: read; dynamic: the scales written
     scale_ub: torch.Tensor
     unquantized: torch.Tensor
@@ -168,9 +168,9 @@ def forward_quant(x, weight=None, eps=1e-6, *, offset=0.0, casting_mode="llama",
         raise NotImplementedError(f"rmsnorm: transposed scales of {rows} rows and {groups} "
                                   "groups put offsets past 2^31: not supported")
     soft_fp8 = INTERPRETED and quant_dtype != torch.int8
-    flags = (("QUANT", how), ("Q_DTYPE", TRITON_DTYPES[quant_dtype]),
-             ("GROUP_SIZE", group_size or 0), ("QUANTIZER_FUSED", quantizer == "vllm_fused"))
-    epilogue = Epilogue(flags, scales, scale_ub, unquantized, groups, transposed_scales, ue8m0)
+    quantized = specs.Quantized(how, TRITON_DTYPES[quant_dtype], group_size or 0,
+                                quantizer == "vllm_fused")
+    epilogue = Epilogue(quantized, scales, scale_ub, unquantized, groups, transposed_scales, ue8m0)
     launch = _launch_for(x, residual, weight, how, group_size, launch)
     # y's place in the forward: out (its bits as uint8 where the interpreter has no fp8).
     y = out.view(torch.uint8) if soft_fp8 else out

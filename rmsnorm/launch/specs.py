@@ -6,6 +6,7 @@ The caches are keyed by everything the prepared kernel depends on (shape, stride
 device, options): a Prepared reuses the code it compiled for the first call's arguments."""
 
 import functools
+from typing import NamedTuple
 
 import torch
 import triton.language as tl
@@ -112,14 +113,67 @@ def acc(dtype):
     return tl.float64 if dtype == torch.float64 else tl.float32
 
 
+class Quantized(NamedTuple):
+    """The quantized epilogue's constexprs: its mode (rmsnorm.kernels.quantize's STATIC,
+    TOKEN, GROUP), the codes' Triton dtype, the group size (0: no groups) and whether vLLM's
+    fused kernels' formulas quantize (quantizer="vllm_fused")."""
+    mode: int
+    code_dtype: object
+    group_size: int
+    vllm_fused: bool
+
+
+# The kernel and constexprs of a specialization, for the launcher's calls (below) and for the
+# AOT build's kernels (rmsnorm.aot.build): both take them from here, so that a compiled kernel
+# is the one the launcher runs for the same call.
+
+def forward_kernel(launch, quantized):
+    if quantized is not None:
+        return fwd_quant_tile_kernel if launch.path == "tile" else fwd_quant_loop_kernel
+    return fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
+
+
+def forward_constexprs(launch, *, fused, has_w, two_level, llama, acc_dtype, vec, fp32_sum,
+                       pdl_, soft_bf16, quantized=None):
+    """The forward's constexprs, the fused add's and the quantized forward's (quantized: a
+    Quantized; None for y unquantized)."""
+    flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
+                 W_RESIDENT=launch.w_resident, CHUNKS=launch.chunks,
+                 KEEP_STORED=launch.keep_stored, HAS_RESIDUAL=fused, HAS_W=has_w,
+                 TWO_LEVEL=two_level, LLAMA=llama, ACC=acc_dtype, SOFT_BF16=soft_bf16,
+                 PDL=pdl_, VEC=vec, NORMALIZE_FP32_SUM=fp32_sum)
+    if quantized is not None:
+        flags.update(QUANT=quantized.mode, Q_DTYPE=quantized.code_dtype,
+                     GROUP_SIZE=quantized.group_size, QUANTIZER_FUSED=quantized.vllm_fused)
+    return flags
+
+
+def backward_kernel(launch):
+    return bwd_tile_kernel if launch.path == "tile" else bwd_loop_kernel
+
+
+def backward_constexprs(launch, *, has_dresidual, has_w, has_dw, two_level, llama, acc_dtype,
+                        pdl_, soft_bf16):
+    return dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
+                W_RESIDENT=launch.w_resident, DW_RESIDENT=launch.dw_resident,
+                CHUNKS=launch.chunks, HAS_DRESIDUAL=has_dresidual, HAS_W=has_w, HAS_DW=has_dw,
+                TWO_LEVEL=two_level, LLAMA=llama, ACC=acc_dtype, SOFT_BF16=soft_bf16,
+                PDL=pdl_)
+
+
+def reduce_constexprs(n, *, pdl_, soft_bf16):
+    """(constexprs, num_warps) of the dw reduction over rows of n partials."""
+    block_p, block_c, warps = configs.reduce_launch(n)
+    return dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=soft_bf16, PDL=pdl_), warps
+
+
 @functools.lru_cache(maxsize=4096)
 def forward_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta, w_dtype,
-                 has_rstd, casting_mode, launch, quant_flags=None, unquantized_dtype=None,
+                 has_rstd, casting_mode, launch, quantized=None, unquantized_dtype=None,
                  fp32_sum=False):
     """(prepared kernel, sizes and strides, whether the strides are the contiguous twin's
     kind: as_twin) for one call signature, or None when the rows need more than two levels
-    of strides. quant_flags: the quantized epilogue's constexprs, as (name, value) pairs;
-    unquantized_dtype: its y's dtype (y_meta is then the quantized output's)."""
+    of strides. quantized: the quantized epilogue's Quantized; unquantized_dtype: its y's dtype (y_meta is then the quantized output's)."""
     fused = residual_meta is not None
     named = {"x": x_meta, "y": y_meta, "residual": residual_meta,
              "residual_out": residual_out_meta}
@@ -136,18 +190,13 @@ def forward_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
     zero = (0, 0)
     sizes = (plan.rows, n, plan.inner, plan.rows if has_rstd else 0,
              *st["x"], *st.get("residual", zero), *st["y"], *st.get("residual_out", zero))
-    flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
-                 W_RESIDENT=launch.w_resident, CHUNKS=launch.chunks,
-                 KEEP_STORED=launch.keep_stored, HAS_RESIDUAL=fused, HAS_W=w_dtype is not None,
-                 TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
-                 ACC=acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=pdl(device),
-                 VEC=row_vector(row_dtypes), NORMALIZE_FP32_SUM=fp32_sum)
-    if quant_flags:
-        flags.update(quant_flags)
-        kernel = fwd_quant_tile_kernel if launch.path == "tile" else fwd_quant_loop_kernel
-    else:
-        kernel = fwd_tile_kernel if launch.path == "tile" else fwd_loop_kernel
-    pointers = 9 if quant_flags else 6
+    flags = forward_constexprs(launch, fused=fused, has_w=w_dtype is not None,
+                               two_level=plan.two_level, llama=casting_mode == "llama",
+                               acc_dtype=acc(x_meta[1]), vec=row_vector(row_dtypes),
+                               fp32_sum=fp32_sum, pdl_=pdl(device), soft_bf16=INTERPRETED,
+                               quantized=quantized)
+    kernel = forward_kernel(launch, quantized)
+    pointers = 6 if quantized is None else 9
     return (prepare(kernel, grid(launch, plan.rows, device), pointers, flags,
                     launch.num_warps, (n, *sizes[4:]), launch.max_registers),
             sizes, as_twin(plan, n))
@@ -183,13 +232,12 @@ def backward_spec(shape, device, dy_meta, x_meta, dx_meta, dresidual_meta, w_dty
     st = strides_of(plan, shape[-1])
     sizes = (plan.rows, shape[-1], plan.inner,
              *st["dy"], *st["x"], *st["dx"], *st.get("dresidual", (0, 0)))
-    flags = dict(BLOCK_N=launch.block_n, ROWS=launch.rows, NUM_STAGES=launch.num_stages,
-                 W_RESIDENT=launch.w_resident, DW_RESIDENT=launch.dw_resident,
-                 CHUNKS=launch.chunks, HAS_DRESIDUAL=dresidual_meta is not None,
-                 HAS_W=w_dtype is not None,
-                 HAS_DW=need_dw, TWO_LEVEL=plan.two_level, LLAMA=casting_mode == "llama",
-                 ACC=acc(x_meta[1]), SOFT_BF16=INTERPRETED, PDL=pdl(device))
-    kernel = bwd_tile_kernel if launch.path == "tile" else bwd_loop_kernel
+    flags = backward_constexprs(launch, has_dresidual=dresidual_meta is not None,
+                                has_w=w_dtype is not None, has_dw=need_dw,
+                                two_level=plan.two_level, llama=casting_mode == "llama",
+                                acc_dtype=acc(x_meta[1]), pdl_=pdl(device),
+                                soft_bf16=INTERPRETED)
+    kernel = backward_kernel(launch)
     return (prepare(kernel, grid(launch, plan.rows, device), 7, flags,
                     launch.num_warps, (shape[-1], *sizes[3:])), sizes,
             as_twin(plan, shape[-1]))
@@ -226,10 +274,8 @@ def split_backward_kernels(rows, n, ints, launch, device, has_w, two_level, dtyp
 def reduce_spec(n, partial_dtype, dw_dtype, device):
     """The dw reduction over rows of n partials. The dtypes and the device are part of
     the key: the compiled kernel Prepared reuses is specific to them."""
-    block_p, block_c, warps = configs.reduce_launch(n)
-    return prepare(dw_reduce_kernel, -(-n // block_c), 2,
-                   dict(BLOCK_P=block_p, BLOCK_C=block_c, SOFT_BF16=INTERPRETED,
-                        PDL=pdl(device)), warps, (n,))
+    flags, warps = reduce_constexprs(n, pdl_=pdl(device), soft_bf16=INTERPRETED)
+    return prepare(dw_reduce_kernel, -(-n // flags["BLOCK_C"]), 2, flags, warps, (n,))
 
 
 def prepare(kernel, grid_, n_pointers, flags, num_warps, ints, max_registers=0):
