@@ -21,14 +21,35 @@ TRITON_CASES = (
     "fused add): the launcher's split forward (librmsnorm has none)",
     "n or a row stride of 2^31 elements or more; a backward of 2^31 rows or more",
     "GPUs this build compiled no kernel for (see status()['cuda'])",
-    "the quantized forward (rms_norm_quant, fused_add_rms_norm_quant) of float32 tensors, "
-    "without a weight, to float8_e5m2, or with any pointer not 16-byte aligned or n or a row "
-    "stride not a multiple of 16",
+    None,  # the quantized forward's: _quantized_case()
     "recipe options in combinations no preset takes (normalized_sum='fp32' without a weight or "
     "in rows not 16-byte aligned; quantizer='vllm_fused' with casting_mode='gemma', or the "
     "unrounded sum with vLLM's standalone quantizers)",
 )
 KERNELS = ("compiled", "triton")
+
+
+def _quantized_case():
+    """The quantized forward's case, worded from what the AOT build compiles of it
+    (rmsnorm.aot.build's QUANT_DTYPES, QUANT_FORMATS and QUANT_ALIGN, which the C++ runtime's
+    refusals read too), so that the report follows the build; its kernels all take a weight."""
+    from rmsnorm.aot import build as aot
+    from rmsnorm.launch import dtypes
+
+    torch_names = {name: attr for attr, name in dtypes.TORCH.items()}
+    code_names = {"e4m3": "float8_e4m3fn", "int8": "int8", "e5m2": "float8_e5m2"}
+    parts = [f"{torch_names[d]} tensors" for d in aot.DTYPES if d not in aot.QUANT_DTYPES]
+    parts.append("without a weight")
+    parts += [f"to {code_names[f]}" for f in aot.QFORMATS if f not in aot.QUANT_FORMATS]
+    if aot.QUANT_ALIGN >= aot.ALIGN_PTR:
+        parts.append("with any pointer not 16-byte aligned" +
+                     (" or n or a row stride not a multiple of 16"
+                      if aot.QUANT_ALIGN == aot.ALIGN_VEC else ""))
+    listed = ", ".join(parts[:-1]) + (", or " if len(parts) > 1 else "") + parts[-1]
+    return f"the quantized forward (rms_norm_quant, fused_add_rms_norm_quant) of {listed}"
+
+
+TRITON_CASES = tuple(case or _quantized_case() for case in TRITON_CASES)
 
 
 def use_compiled_kernels(enabled=True):

@@ -144,3 +144,16 @@ def test_each_listed_case_is_the_python_launchers_and_its_control_is_compiled(
         assert launcher_calls == [], "the control reached the Python launcher"
     finally:
         rmsnorm.use_compiled_kernels(previous)
+
+
+def test_the_quantized_case_is_worded_from_what_the_build_compiles(monkeypatch):
+    from rmsnorm.aot import build as aot
+    from rmsnorm.pytorch import status
+
+    assert status._quantized_case() in TRITON_CASES
+    monkeypatch.setattr(aot, "QUANT_DTYPES", ("bf16",))
+    monkeypatch.setattr(aot, "QUANT_FORMATS", ("e4m3",))
+    monkeypatch.setattr(aot, "QUANT_ALIGN", aot.ALIGN_PTR)
+    case = status._quantized_case()
+    assert "float32 tensors, float16 tensors, without a weight, to int8, to float8_e5m2" in case
+    assert case.endswith("with any pointer not 16-byte aligned")
