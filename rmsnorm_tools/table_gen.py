@@ -27,10 +27,12 @@ import sys
 from rmsnorm.launch import configs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# The rows a sweep result of each dtype sets (configs.Rule.family): bf16's set the 2-byte rows,
-# which serve fp16 too until fp16 is swept: its results set rows of its own, which start as a
-# copy of the 2-byte rows (fp16 keeps more registers live than bf16 in the same kernel).
-FAMILY = {"torch.bfloat16": 2, "torch.float16": "fp16", "torch.float32": 4}
+# The rows a sweep result of each dtype sets (configs.Rule's elem_bytes and dtype): bf16's set
+# the 2-byte rows, which serve fp16 too until fp16 is swept: its results set rows of its own,
+# which start as a copy of the 2-byte rows (fp16 keeps more registers live than bf16 in the
+# same kernel).
+ROWS_OF = {"torch.bfloat16": (2, None), "torch.float16": (2, "fp16"),
+           "torch.float32": (4, None)}
 # A kept tile (keep_stored) widens its values again by their bits, which costs a shift in
 # bf16 and several operations in fp16 (device call 4 of 2026-12-01: bf16's kept winners ran
 # fp16 13-17 points slower at 16384 and 32768): a bf16 result whose winner is kept sets rows of
@@ -85,7 +87,7 @@ def kept_launch(result):
 
 def rule_from_result(result, source):
     best = kept_launch(result)
-    return configs.Rule(result["op"], FAMILY[result["dtype"]], result["N"], best["path"],
+    return configs.Rule(result["op"], *ROWS_OF[result["dtype"]], result["N"], best["path"],
                         best["block_n"], best["rows"], best["num_warps"], best["num_stages"],
                         best["programs_per_sm"], best["w_resident"],
                         best.get("dw_resident", True) and best["path"] == "tile",
@@ -180,33 +182,38 @@ def _points(rule):
 
 
 def _rows_set(new, dtype, groups):
-    """The rows one result sets: its family's, or for a kept winner of a dtype in
-    KEPT_OWN_ROWS, that dtype's own (and its family's too once that dtype has rows of its own
-    and the winner is not kept)."""
+    """The rows one result sets: those of its dtype (ROWS_OF), or for a kept winner of a dtype
+    in KEPT_OWN_ROWS, that dtype's own (and the shared rows too once that dtype has rows of its
+    own and the winner is not kept)."""
     own = KEPT_OWN_ROWS.get(dtype)
     if own is None:
         return [new]
-    mine = dataclasses.replace(new, family=own)
+    mine = dataclasses.replace(new, dtype=own)
     if new.keep_stored:
         return [mine]
-    return [new, mine] if (new.op, own) in groups else [new]
+    return [new, mine] if _group_of(mine) in groups else [new]
+
+
+def _group_of(rule):
+    return rule.op, rule.elem_bytes, rule.dtype
 
 
 def generate(base, results):
-    """The table's rows (configs.Rule, grouped by op and family) from base rows and (result,
+    """The table's rows (configs.Rule, grouped by op, element size and dtype) from base rows
+    and (result,
     source) pairs, applied in order."""
     groups = {}
     for rule in base:
-        groups.setdefault((rule.op, rule.family), []).append(rule)
+        groups.setdefault(_group_of(rule), []).append(rule)
     groups = {key: [p for r in _without_fills(g) for p in _points(r)]
               for key, g in groups.items()}
     for result, source in results:
         for new in _rows_set(rule_from_result(result, source), result["dtype"], groups):
-            key = (new.op, new.family)
-            if key not in groups and (new.op, new.elem_bytes) in groups:
+            key = _group_of(new)
+            shared = (new.op, new.elem_bytes, None)
+            if key not in groups and shared in groups:
                 # A dtype's first result of its own: its rows start as its element size's.
-                groups[key] = [dataclasses.replace(r, family=new.family)
-                               for r in groups[(new.op, new.elem_bytes)]]
+                groups[key] = [dataclasses.replace(r, dtype=new.dtype) for r in groups[shared]]
             if key not in groups:
                 raise ValueError(f"no base rows for op {new.op}, {new.elem_bytes}-byte "
                                  "elements")
@@ -220,9 +227,8 @@ def generate(base, results):
             group[-1] = dataclasses.replace(widest, max_n=None, swept="")
 
     def order(key):  # by op, then element size, each size's shared rows before a dtype's own
-        op, family = key
-        return (configs.OPS.index(op), configs.family_bytes(family), isinstance(family, str),
-                str(family))
+        op, elem_bytes, dtype = key
+        return configs.OPS.index(op), elem_bytes, dtype is not None, dtype or ""
 
     out = []
     for key in sorted(groups, key=order):
@@ -241,10 +247,10 @@ widths that need fewer)."""
 
 SOURCES = {sources!r}
 
-# configs.Rule: op, family (an element size, or a dtype with rows of its own), max_n, path,
-# block_n, rows, num_warps, num_stages, programs_per_sm, w_resident, dw_resident, chunks,
-# keep_stored, then `swept`: "MxN dtype % of the same-bytes copy (sweep file)" of each
-# measurement the row holds
+# configs.Rule: op, elem_bytes, dtype (None: every dtype of that size; a name: rows of that
+# dtype's own), max_n, path, block_n, rows, num_warps, num_stages, programs_per_sm,
+# w_resident, dw_resident, chunks, keep_stored, then `swept`: "MxN dtype % of the same-bytes
+# copy (sweep file)" of each measurement the row holds
 RULES = (
 {rows})
 '''

@@ -23,19 +23,12 @@ import dataclasses
 import functools
 import typing
 
-from rmsnorm.launch import dtypes
-
 # Largest row, in elements, held in one tile; longer rows take the looped path. Above this the
 # fp32 copy of the row no longer fits the registers of one program.
 MAX_TILE = {2: 32768, 4: 32768, 8: 8192}
 # The same for a forward tile kept in its 16-bit storage dtype (Launch.keep_stored): half the
 # registers (ptxas: 65536 bf16 or fp16 values in 1024 threads at 64 registers, no spill).
 MAX_KEPT_TILE = {2: 65536}
-
-
-def family_bytes(family) -> int:
-    """The element size of a Rule.family: a size itself, or a dtype's name."""
-    return dtypes.BYTES[family] if isinstance(family, str) else family
 
 
 # Narrowest tile: shorter rows are masked. One floor keeps tiny rows off a family of
@@ -139,20 +132,20 @@ class Launch:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """One row of the launch table: the launch of op for rows of one element size's dtypes,
-or of one dtype (`family`),
-    whose width n is at most max_n and above the previous row's max_n (None: every longer
-    row). Tile rows hold a row in one tile of block_n = next power of two of n columns (so a
-    tile row never spans two powers of two), or in `chunks` tiles of a narrower block_n that
-    together hold max_n; loop rows walk a row of any length in tiles of
-    block_n. `swept` names the sweep measurements the row holds ("" when it was carried over
-    from an earlier table without one)."""
+    """One row of the launch table: the launch of op for rows of one element size's dtypes
+    (`dtype` None), or of one dtype's own (`dtype` its name), whose width n is at most max_n
+    and above the previous row's max_n (None: every longer row). Tile rows hold a row in one
+    tile of block_n = next power of two of n columns (so a tile row never spans two powers of
+    two), or in `chunks` tiles of a narrower block_n that together hold max_n; loop rows walk
+    a row of any length in tiles of block_n. `swept` names the sweep measurements the row
+    holds ("" when it was carried over from an earlier table without one)."""
 
     op: str  # "fwd", "add" (fused residual add + forward) or "bwd" (backward, both forms)
-    # The widest streamed element's size, 2 (bf16, fp16), 4 (fp32) or 8 (fp64): rows that
-    # serve every dtype of that size; or a dtype's name ("fp16", dtypes.BYTES): rows of that
-    # dtype's own, which serve it instead (the sweep measured it apart).
-    family: typing.Union[int, str]
+    # The widest streamed element's size, 2 (bf16, fp16), 4 (fp32) or 8 (fp64).
+    elem_bytes: int
+    # None: rows that serve every dtype of that size; a dtype's name ("fp16", dtypes.BYTES):
+    # rows of that dtype's own, which serve it instead (the sweep measured it apart).
+    dtype: typing.Optional[str]
     max_n: typing.Optional[int]
     path: str
     block_n: int
@@ -166,21 +159,18 @@ or of one dtype (`family`),
     keep_stored: bool = False
     swept: str = ""
 
-    @property
-    def elem_bytes(self) -> int:
-        return family_bytes(self.family)
-
 
 def _derived_fp64(rules):
     """float64 rows (not swept: the path for gradcheck): the 4-byte rows with half the rows
     per program, tiles no wider than MAX_TILE[8] (longer rows take the loop row)."""
     out = []
     for r in rules:
-        if r.family != 4 or (r.path == "tile" and r.block_n > MAX_TILE[8]):
+        if (r.elem_bytes, r.dtype) != (4, None) or (r.path == "tile" and
+                                                     r.block_n > MAX_TILE[8]):
             continue
         rows = max(1, r.rows // 2) if r.path == "tile" else r.rows
         block_n = min(r.block_n, MAX_TILE[8])
-        out.append(dataclasses.replace(r, family=8, rows=rows, block_n=block_n, swept=""))
+        out.append(dataclasses.replace(r, elem_bytes=8, rows=rows, block_n=block_n, swept=""))
     return out
 
 
@@ -200,10 +190,11 @@ def rules_for(op: str, elem_bytes: int, arch: int = DEFAULT_ARCH,
     widest element takes elem_bytes: the dtype's own rows where the table has them, else
     those of its element size; narrowest first (the last covers every longer row)."""
     if dtype is not None:
-        own = tuple(r for r in rules(arch) if r.op == op and r.family == dtype)
+        own = tuple(r for r in rules(arch) if r.op == op and r.dtype == dtype)
         if own:
             return own
-    return tuple(r for r in rules(arch) if r.op == op and r.family == elem_bytes)
+    return tuple(r for r in rules(arch)
+                 if r.op == op and r.elem_bytes == elem_bytes and r.dtype is None)
 
 
 OPS = ("fwd", "add", "bwd")

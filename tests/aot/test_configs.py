@@ -106,7 +106,7 @@ def test_the_quantized_forward_keeps_the_plain_forwards_columns_and_order():
             row_scales = scales != "static"
             q = configs.quantized_rule(rule, row_scales)
             same = ("path", "block_n", "chunks", "num_warps", "num_stages", "keep_stored",
-                    "max_n", "family")
+                    "max_n", "elem_bytes", "dtype")
             assert all(getattr(q, f) == getattr(rule, f) for f in same), (rule, q)
             launch = configs.quantized_launch(rule, scales, 1, 2)
             assert launch == dataclasses.replace(configs.rule_launch(q, 1, 2),

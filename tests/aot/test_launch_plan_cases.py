@@ -23,7 +23,8 @@ SM_COUNTS = (1, 78, 132)
 
 def grid_cases():
     """(rows, rows per program, programs per SM, SMs, grid) for the table's launches."""
-    launches = {(r[5], r[8]) for r in tables.table_for(90).RULES}
+    launches = {(r.rows, r.programs_per_sm)
+                for r in (configs.Rule(*row) for row in tables.table_for(90).RULES)}
     out = []
     for rows_per_program, programs_per_sm in sorted(launches):
         launch = configs.Launch("tile", 1024, rows_per_program, 4, 1, programs_per_sm, True)

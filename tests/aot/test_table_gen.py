@@ -26,6 +26,11 @@ def _base():
     return tuple(configs.Rule(*row) for row in tables.table_for(90).RULES)
 
 
+def _shared(rule):
+    """A row every 2-byte dtype shares (not one of a dtype's own)."""
+    return rule.elem_bytes == 2 and rule.dtype is None
+
+
 def test_the_committed_table_is_what_its_sweeps_give():
     module = tables.table_for(90)
     results = table_gen.load_results([table_gen.ROOT / s for s in module.SOURCES])
@@ -45,7 +50,7 @@ def test_every_group_ends_with_a_loop_row_for_every_longer_width():
 
 def test_a_measured_width_sets_the_row_that_serves_it():
     new = table_gen.generate(_base(), [(_result("fwd", 6144, rows=3), "s.json")])
-    fwd = [r for r in new if r.op == "fwd" and r.family == 2]
+    fwd = [r for r in new if r.op == "fwd" and _shared(r)]
     row = next(r for r in fwd if r.max_n is not None and r.max_n >= 6144)
     assert (row.max_n, row.block_n, row.rows) == (6144, 8192, 3)
     assert row.swept == "64x6144 bfloat16 90.0% (s.json)"
@@ -67,7 +72,7 @@ def test_a_winner_within_the_margin_keeps_the_tables_launch():
     far = _result("fwd", 4096, rows=9, pct=90.0, table_pct=85.0)
     for result, rows in ((close, 1), (far, 9)):
         fwd = [r for r in table_gen.generate(_base(), [(result, "s.json")])
-               if r.op == "fwd" and r.family == 2 and r.max_n == 4096]
+               if r.op == "fwd" and _shared(r) and r.max_n == 4096]
         assert [r.rows for r in fwd] == [rows]
         assert "s.json" in fwd[0].swept  # measured either way
 
@@ -77,7 +82,7 @@ def test_a_split_backward_winner_keeps_the_tables_launch():
     result = _result("bwd", 32768, pct=90.0, table_pct=40.0, path="split", block_n=4096,
                      dw_resident=False)
     bwd = [r for r in table_gen.generate(_base(), [(result, "s.json")])
-           if r.op == "bwd" and r.family == 2 and r.max_n == 32768]
+           if r.op == "bwd" and _shared(r) and r.max_n == 32768]
     assert [(r.path, r.block_n) for r in bwd] == [("tile", 32768)]
     assert "s.json" in bwd[0].swept
 
@@ -85,7 +90,7 @@ def test_a_split_backward_winner_keeps_the_tables_launch():
 def test_neighbouring_rows_of_one_launch_are_merged():
     results = [(_result("add", 1536, rows=5, block_n=2048), "a.json"),
                (_result("add", 2048, rows=5), "b.json")]
-    add = [r for r in table_gen.generate(_base(), results) if r.op == "add" and r.family == 2]
+    add = [r for r in table_gen.generate(_base(), results) if r.op == "add" and _shared(r)]
     merged = [r for r in add if r.rows == 5 and r.block_n == 2048]
     assert len(merged) == 1 and merged[0].max_n == 2048
     assert merged[0].swept.count("a.json") == 1 and "b.json" in merged[0].swept
@@ -95,7 +100,7 @@ def test_neighbouring_rows_of_one_launch_are_merged():
 def test_the_widest_measured_loop_also_serves_longer_rows():
     result = _result("fwd", 1 << 22, path="loop", block_n=4096, rows=1, num_warps=16)
     fwd = [r for r in table_gen.generate(_base(), [(result, "s.json")])
-           if r.op == "fwd" and r.family == 2]
+           if r.op == "fwd" and _shared(r)]
     assert fwd[-1].max_n is None and fwd[-1].num_warps == 16 and "s.json" in fwd[-1].swept
 
 
@@ -106,9 +111,10 @@ def test_a_tile_row_wider_than_its_widths_power_of_two_is_refused():
 
 def test_fp32_results_set_the_four_byte_rows_only():
     new = table_gen.generate(_base(), [(_result("fwd", 4096, "torch.float32", rows=7), "s")])
-    assert [(r.family, r.rows) for r in new if r.op == "fwd" and r.max_n == 4096] == \
-        [(r.family, r.rows) for r in _base() if r.op == "fwd" and r.max_n == 4096
-         and r.family != 4] + [(4, 7)]
+    assert [(r.elem_bytes, r.dtype, r.rows) for r in new if r.op == "fwd"
+            and r.max_n == 4096] == \
+        [(r.elem_bytes, r.dtype, r.rows) for r in _base() if r.op == "fwd" and r.max_n == 4096
+         and (r.elem_bytes, r.dtype) != (4, None)] + [(4, None, 7)]
 
 
 def test_writing_the_table_records_its_sources(tmp_path):
@@ -174,7 +180,7 @@ def fp16_rows(monkeypatch):
     """The committed table without its fp16 rows, plus those that a first fp16 sweep of the
     backward at 128 gives: rows=4 where bf16's have 16."""
     result = _result("bwd", 128, "torch.float16", rows=4, num_warps=2, programs_per_sm=8)
-    base = tuple(r for r in _base() if r.family != "fp16")
+    base = tuple(r for r in _base() if r.dtype != "fp16")
     new = table_gen.generate(base, [(result, "fp16.json")])
     monkeypatch.setattr(configs, "rules", lambda arch=90: new + tuple(configs._derived_fp64(new)))
     configs._launch.cache_clear()  # launches are cached by width and dtype
@@ -183,14 +189,14 @@ def fp16_rows(monkeypatch):
 
 
 def test_a_fp16_result_gives_fp16_rows_of_its_own_starting_as_the_two_byte_rows(fp16_rows):
-    fp16 = [r for r in fp16_rows if r.op == "bwd" and r.family == "fp16"]
-    shared = [r for r in fp16_rows if r.op == "bwd" and r.family == 2]
-    assert shared == [r for r in _base() if r.op == "bwd" and r.family == 2]
-    assert fp16 != [r for r in _base() if r.op == "bwd" and r.family == "fp16"]
+    fp16 = [r for r in fp16_rows if r.op == "bwd" and r.dtype == "fp16"]
+    shared = [r for r in fp16_rows if r.op == "bwd" and _shared(r)]
+    assert shared == [r for r in _base() if r.op == "bwd" and _shared(r)]
+    assert fp16 != [r for r in _base() if r.op == "bwd" and r.dtype == "fp16"]
     assert [(r.max_n, r.rows) for r in fp16 if r.max_n == 128] == [(128, 4)]
-    assert [dataclasses.replace(r, family=2) for r in fp16 if r.max_n != 128] == \
+    assert [dataclasses.replace(r, dtype=None) for r in fp16 if r.max_n != 128] == \
         [r for r in shared if r.max_n != 128]
-    assert not any(r.family == "fp16" for r in fp16_rows if r.op != "bwd")
+    assert not any(r.dtype == "fp16" for r in fp16_rows if r.op != "bwd")
 
 
 def test_tensors_all_fp16_take_fp16s_rows_and_mixed_ones_the_shared_rows(fp16_rows):
@@ -226,7 +232,7 @@ def test_a_kept_forward_tile_may_hold_65536_two_byte_values_and_an_fp32_one_may_
     kept = _result("fwd", 65536, block_n=32768, chunks=2, num_warps=32, w_resident=False,
                    keep_stored=True)
     rows = [r for r in table_gen.generate(_base(), [(kept, "s.json")])
-            if r.op == "fwd" and r.family == "bf16" and r.max_n == 65536]
+            if r.op == "fwd" and r.dtype == "bf16" and r.max_n == 65536]
     assert [(r.path, r.block_n, r.chunks, r.keep_stored) for r in rows] == \
         [("tile", 32768, 2, True)]
     held = dict(kept["best"], keep_stored=False)
@@ -244,19 +250,20 @@ def test_widths_that_need_fewer_chunks_of_a_chunked_row_get_a_row_of_fewer():
     # one all mask.
     kept = _result("fwd", 65536, block_n=16384, chunks=4, num_warps=32, w_resident=False,
                    keep_stored=True)
-    base = [r for r in _base() if (r.op, r.family) != ("fwd", "bf16") or r.max_n is None
+    base = [r for r in _base() if (r.op, r.dtype) != ("fwd", "bf16") or r.max_n is None
             or r.max_n <= 32768]
     fwd = [r for r in table_gen.generate(base, [(kept, "s.json")])
-           if r.op == "fwd" and r.family == "bf16"]
+           if r.op == "fwd" and r.dtype == "bf16"]
     wide = [(r.max_n, r.block_n, r.chunks, bool(r.swept)) for r in fwd
             if r.max_n is not None and 32768 < r.max_n <= 65536]
     assert wide == [(49152, 16384, 3, False), (65536, 16384, 4, True)]
 
 
 def test_a_chunked_row_that_would_leave_a_chunk_empty_is_refused():
-    rows = [configs.Rule("fwd", 2, 32768, "tile", 32768, 1, 16, 2, 4, False),
-            configs.Rule("fwd", 2, 65536, "tile", 16384, 1, 32, 1, 4, False, True, 4, True),
-            configs.Rule("fwd", 2, None, "loop", 16384, 1, 16, 3, 6, False, False)]
+    rows = [configs.Rule("fwd", 2, None, 32768, "tile", 32768, 1, 16, 2, 4, False),
+            configs.Rule("fwd", 2, None, 65536, "tile", 16384, 1, 32, 1, 4, False, True, 4,
+                         True),
+            configs.Rule("fwd", 2, None, None, "loop", 16384, 1, 16, 3, 6, False, False)]
     with pytest.raises(ValueError, match="32769 to 65536"):
         table_gen._check_group(tuple(rows))
 
@@ -264,26 +271,26 @@ def test_a_chunked_row_that_would_leave_a_chunk_empty_is_refused():
 def test_a_kept_bf16_winner_sets_bf16s_own_rows_and_leaves_the_rows_fp16_shares():
     # bf16 widens a kept tile with a shift, fp16 with several operations: bf16's measurement
     # of a kept tile says nothing of fp16's.
-    base = tuple(r for r in _base() if r.family != "bf16")
+    base = tuple(r for r in _base() if r.dtype != "bf16")
     kept = _result("fwd", 16384, block_n=16384, num_warps=8, rows=1, keep_stored=True)
     new = table_gen.generate(base, [(kept, "k.json")])
-    at = {r.family: r for r in new if r.op == "fwd" and r.max_n == 16384}
+    at = {r.dtype: r for r in new if r.op == "fwd" and r.max_n == 16384 and r.elem_bytes == 2}
     assert at["bf16"].keep_stored and "k.json" in at["bf16"].swept
-    assert at[2] == next(r for r in base if r.op == "fwd" and r.family == 2
+    assert at[None] == next(r for r in base if r.op == "fwd" and _shared(r)
                          and r.max_n == 16384)
     # bf16's own rows started as the shared ones.
-    assert [dataclasses.replace(r, family=2) for r in new if r.op == "fwd"
-            and r.family == "bf16" and r.max_n != 16384] == \
-        [r for r in new if r.op == "fwd" and r.family == 2 and r.max_n != 16384]
+    assert [dataclasses.replace(r, dtype=None) for r in new if r.op == "fwd"
+            and r.dtype == "bf16" and r.max_n != 16384] == \
+        [r for r in new if r.op == "fwd" and _shared(r) and r.max_n != 16384]
     # Once bf16 has rows of its own, a winner that is not kept sets both.
     held = _result("fwd", 4096, rows=9)
     both = table_gen.generate(new, [(held, "h.json")])
-    assert {r.family: r.rows for r in both if r.op == "fwd" and r.max_n == 4096
+    assert {r.dtype: r.rows for r in both if r.op == "fwd" and r.max_n == 4096
             and r.elem_bytes == 2} == \
-        {2: 9, "bf16": 9}
+        {None: 9, "bf16": 9}
 
 
 def test_no_row_that_fp16_or_mixed_dtypes_read_keeps_a_tile_swept_only_in_bf16():
     for r in _base():
         if r.keep_stored:
-            assert r.family == "bf16", r
+            assert r.dtype == "bf16", r

@@ -98,7 +98,7 @@ def test_sweep_writes_its_winner_into_the_launch_table(fake_timer, monkeypatch, 
     written = {}
     exec(table.read_text(), written)
     n = result["N"]
-    rows = [configs.Rule(*r) for r in written["RULES"] if r[0] == op and r[1] == 2]
+    rows = [configs.Rule(*r) for r in written["RULES"] if r[0] == op and r[1:3] == (2, None)]
     row = next(r for r in rows if r.max_n is None or r.max_n >= n)
     assert row.max_n == n and str(path.name) in row.swept
     for field in table_gen.LAUNCH_FIELDS:
