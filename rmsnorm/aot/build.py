@@ -229,33 +229,31 @@ def _signature(spec, arch):
     from rmsnorm.kernels import backward
     from rmsnorm.launch import configs, specs
 
-    t = "*" + spec.dtype
     pdl = configs.waits_on_prior_grid(arch)
     if spec.op == "reduce":
         consts, warps = specs.reduce_constexprs((1 << spec.variant) * 128, pdl_=pdl,
                                                 soft_bf16=False)
         assert consts["BLOCK_C"] == 1 << spec.variant
         kernel = backward.dw_reduce_kernel
-        types = {"DWP": "*fp32", "DW": t, "P": "i32", "N": "i32"}
-        return kernel, types, consts, {"DWP", "DW"}, {"N"}, warps, 1
+        pointers = _pointer_types(specs.REDUCE_POINTERS, spec.dtype)
+        return kernel, {**pointers, "P": "i32", "N": "i32"}, consts, set(pointers), {"N"}, \
+            warps, 1
     launch = _launch(spec, arch)
     if spec.op == "bwd":
         kernel = specs.backward_kernel(launch)
-        pointers = dict(DY=t, X=t, W=t, RSTD="*fp32", DX=t, DRESIDUAL=t, DWP="*fp32")
+        pointers = _pointer_types(specs.BACKWARD_POINTERS, spec.dtype)
         consts = specs.backward_constexprs(
             launch, has_dresidual=spec.has_dresidual, has_w=spec.has_w, has_dw=spec.has_dw,
             two_level=False, llama=spec.llama, acc_dtype=tl.float32, pdl_=pdl,
             soft_bf16=False)
     else:
-        quantized = None
-        pointers = dict(X=t, RESIDUAL=t, W=t, Y=t, RESIDUAL_OUT=t, RSTD="*fp32")
+        quantized, code_type = None, None
         if spec.quant:
-            ptr_type, code_dtype = QFORMAT_TYPES[spec.qformat]
+            code_type, code_dtype = QFORMAT_TYPES[spec.qformat]
             quantized = specs.Quantized(spec.quant, getattr(tl, code_dtype), spec.group,
                                         spec.vllm_fused)
-            # Y holds the quantized values; UNQ (y's dtype: the activations') the
-            # unquantized y.
-            pointers.update(Y="*" + ptr_type, SCALE="*fp32", SCALE_UB="*fp32", UNQ=t)
+        # Y holds the codes when quantized; UNQ (the activations' dtype) the unquantized y.
+        pointers = _pointer_types(specs.forward_pointers(quantized), spec.dtype, code_type)
         kernel = specs.forward_kernel(launch, quantized)
         consts = specs.forward_constexprs(
             launch, fused=spec.op == "add", has_w=spec.has_w, two_level=False,
@@ -279,6 +277,15 @@ def _signature(spec, arch):
     # quantized forward's scale strides and flags (ss_row, store_unq, ...: do_not_specialize).
     ints = {"N"} | {n for n in kernel.arg_names if re.fullmatch(r"s\w+_[oi]", n)}
     return kernel, types, consts, set(pointers), ints, launch.num_warps, launch.num_stages
+
+
+def _pointer_types(names, dtype, y_type=None):
+    """Triton's pointer types of the parameters `names` for activations of dtype (y_type: Y's
+    own, the quantized codes')."""
+    from rmsnorm.launch import specs
+
+    return {name: "*fp32" if name in specs.FP32_POINTERS else
+            "*" + (y_type if name == "Y" and y_type else dtype) for name in names}
 
 
 def _compile_inputs(spec, arch):

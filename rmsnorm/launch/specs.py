@@ -123,6 +123,20 @@ class Quantized(NamedTuple):
     vllm_fused: bool
 
 
+# The compiled kernels' pointer parameters, in order: the launcher passes its tensors so, and
+# the AOT build types them (FP32_POINTERS are fp32 whatever the activations' dtype; the
+# quantized forward's Y holds its codes).
+FORWARD_POINTERS = ("X", "RESIDUAL", "W", "Y", "RESIDUAL_OUT", "RSTD")
+QUANT_POINTERS = FORWARD_POINTERS + ("SCALE", "SCALE_UB", "UNQ")
+BACKWARD_POINTERS = ("DY", "X", "W", "RSTD", "DX", "DRESIDUAL", "DWP")
+REDUCE_POINTERS = ("DWP", "DW")
+FP32_POINTERS = frozenset({"RSTD", "DWP", "SCALE", "SCALE_UB"})
+
+
+def forward_pointers(quantized):
+    return FORWARD_POINTERS if quantized is None else QUANT_POINTERS
+
+
 # The kernel and constexprs of a specialization, for the launcher's calls (below) and for the
 # AOT build's kernels (rmsnorm.aot.build): both take them from here, so that a compiled kernel
 # is the one the launcher runs for the same call.
@@ -173,7 +187,8 @@ def forward_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
                  fp32_sum=False):
     """(prepared kernel, sizes and strides, whether the strides are the contiguous twin's
     kind: as_twin) for one call signature, or None when the rows need more than two levels
-    of strides. quantized: the quantized epilogue's Quantized; unquantized_dtype: its y's dtype (y_meta is then the quantized output's)."""
+    of strides. quantized: the quantized epilogue's Quantized; unquantized_dtype: its y's
+    dtype (y_meta is then the quantized output's)."""
     fused = residual_meta is not None
     named = {"x": x_meta, "y": y_meta, "residual": residual_meta,
              "residual_out": residual_out_meta}
@@ -196,8 +211,8 @@ def forward_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
                                fp32_sum=fp32_sum, pdl_=pdl(device), soft_bf16=INTERPRETED,
                                quantized=quantized)
     kernel = forward_kernel(launch, quantized)
-    pointers = 6 if quantized is None else 9
-    return (prepare(kernel, grid(launch, plan.rows, device), pointers, flags,
+    return (prepare(kernel, grid(launch, plan.rows, device), len(forward_pointers(quantized)),
+                    flags,
                     launch.num_warps, (n, *sizes[4:]), launch.max_registers),
             sizes, as_twin(plan, n))
 
@@ -238,7 +253,7 @@ def backward_spec(shape, device, dy_meta, x_meta, dx_meta, dresidual_meta, w_dty
                                 acc_dtype=acc(x_meta[1]), pdl_=pdl(device),
                                 soft_bf16=INTERPRETED)
     kernel = backward_kernel(launch)
-    return (prepare(kernel, grid(launch, plan.rows, device), 7, flags,
+    return (prepare(kernel, grid(launch, plan.rows, device), len(BACKWARD_POINTERS), flags,
                     launch.num_warps, (shape[-1], *sizes[3:])), sizes,
             as_twin(plan, shape[-1]))
 
@@ -275,7 +290,8 @@ def reduce_spec(n, partial_dtype, dw_dtype, device):
     """The dw reduction over rows of n partials. The dtypes and the device are part of
     the key: the compiled kernel Prepared reuses is specific to them."""
     flags, warps = reduce_constexprs(n, pdl_=pdl(device), soft_bf16=INTERPRETED)
-    return prepare(dw_reduce_kernel, -(-n // flags["BLOCK_C"]), 2, flags, warps, (n,))
+    return prepare(dw_reduce_kernel, -(-n // flags["BLOCK_C"]), len(REDUCE_POINTERS), flags,
+                   warps, (n,))
 
 
 def prepare(kernel, grid_, n_pointers, flags, num_warps, ints, max_registers=0):

@@ -114,3 +114,22 @@ def test_the_build_stamp_is_dated_to_when_the_build_began(tmp_path, monkeypatch)
     stamp = tmp_path / "aot.stamp"
     assert aot.main(["--out", str(tmp_path), "--archs", "90", "--stamp", str(stamp)]) == 0
     assert stamp.exists() and stamp.stat().st_mtime < table.stat().st_mtime
+
+
+def test_each_kernels_pointer_parameters_lead_its_arguments_as_specs_lists_them():
+    # The launcher passes its tensors in specs' order and the AOT build types them by it.
+    from rmsnorm.kernels import backward, forward
+    from rmsnorm.launch import specs
+
+    for kernels, pointers in (
+            ((forward.fwd_tile_kernel, forward.fwd_loop_kernel), specs.FORWARD_POINTERS),
+            ((forward.fwd_quant_tile_kernel, forward.fwd_quant_loop_kernel),
+             specs.QUANT_POINTERS),
+            ((backward.bwd_tile_kernel, backward.bwd_loop_kernel), specs.BACKWARD_POINTERS),
+            ((backward.dw_reduce_kernel,), specs.REDUCE_POINTERS)):
+        for kernel in kernels:
+            names = list(kernel.arg_names)
+            assert names[:len(pointers)] == list(pointers), kernel
+            # The next parameter is the first size: no pointer is left out of the list.
+            assert names[len(pointers)] in ("M", "P"), kernel
+    assert specs.FP32_POINTERS <= set(specs.QUANT_POINTERS + specs.BACKWARD_POINTERS)
