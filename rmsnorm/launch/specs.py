@@ -211,8 +211,8 @@ def forward_spec(shape, device, x_meta, residual_meta, y_meta, residual_out_meta
                                fp32_sum=fp32_sum, pdl_=pdl(device), soft_bf16=INTERPRETED,
                                quantized=quantized)
     kernel = forward_kernel(launch, quantized)
-    return (prepare(kernel, grid(launch, plan.rows, device), len(forward_pointers(quantized)),
-                    flags,
+    pointers = len(forward_pointers(quantized))
+    return (prepare(kernel, grid(launch, plan.rows, device), pointers, flags,
                     launch.num_warps, (n, *sizes[4:]), launch.max_registers),
             sizes, as_twin(plan, n))
 
